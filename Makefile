@@ -1,0 +1,47 @@
+# Two set-up commands: `make demo` and `make test`. Everything else builds on them.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test unit typecheck lint bench deep docs clean java
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "statechan needs Python >= 3.11")'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev,spark]'
+	touch $(STAMP)
+
+java:
+	@scripts/ensure-java.sh
+
+demo: $(STAMP) java
+	$(PY) -m statechan demo
+
+test: $(STAMP) java
+	$(PY) -m pytest -q
+	$(PY) -m mypy
+	$(PY) -m ruff check statechan tests properties conftest.py
+	$(PY) -m statechan graph --check-docs docs
+
+unit: $(STAMP)
+	$(PY) -m pytest -q -x
+
+typecheck: $(STAMP)
+	$(PY) -m mypy
+
+lint: $(STAMP)
+	$(PY) -m ruff check statechan tests properties conftest.py
+
+bench: $(STAMP)
+	$(PY) -m statechan.bench
+
+deep: $(STAMP)
+	HYPOTHESIS_PROFILE=deep $(PY) -m pytest -q
+
+docs: $(STAMP)
+	$(PY) -m statechan graph --write-docs docs
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info

@@ -1,0 +1,1 @@
+"""The invariant catalogue and the Hypothesis bench (see docs/ for the generated catalogue)."""

@@ -1,0 +1,299 @@
+"""The ``statechan`` command line: thin commands over the library."""
+
+from __future__ import annotations
+
+import enum
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import pydantic
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from statechan.docs import stale_docs, write_docs
+from statechan.graph import check_graph, dot, mermaid
+from statechan.model import DEFAULT_MODEL, ModelError, ProtocolModel, builtin_model_names, load_model
+from statechan.resolver import Verdict, resolve
+from statechan.states import ServiceUnitState, StorageType
+from statechan.values import ServiceUnitStateData
+
+app = typer.Typer(
+    name="statechan",
+    help="A formally-checked model of Apache Pulsar's service unit state channel.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+# Piped output (make demo, CI logs) gets a fixed, readable width instead of rich's 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 132)
+err = Console(stderr=True)
+
+
+class Storage(enum.Enum):
+    system_topic = "system-topic"
+    metadata_store = "metadata-store"
+
+    @property
+    def storage(self) -> StorageType:
+        return StorageType.SystemTopic if self is Storage.system_topic else StorageType.MetadataStore
+
+
+class GraphFormat(enum.Enum):
+    table = "table"
+    mermaid = "mermaid"
+    dot = "dot"
+
+
+ModelOption = Annotated[str, typer.Option("--model", "-m", help="A built-in model name or a model file (.toml).")]
+StorageOption = Annotated[Storage, typer.Option("--storage", "-s", help="Which store's table.")]
+
+
+def _load(model: str) -> ProtocolModel:
+    try:
+        return load_model(model)
+    except ModelError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+
+
+@app.command("models")
+def models_command() -> None:
+    """List the built-in protocol models."""
+    table = Table(title="Protocol models", title_justify="left")
+    for column in ("name", "states", "storages", "resolver", "description"):
+        table.add_column(column)
+    for name in builtin_model_names():
+        m = load_model(name)
+        table.add_row(
+            name + (" (default)" if name == DEFAULT_MODEL else ""),
+            ", ".join(m.spec.states),
+            ", ".join(s.value for s in m.storages),
+            "yes" if m.has_resolver else "graph only",
+            m.spec.description,
+        )
+    console.print(table)
+
+
+def _transition_table(m: ProtocolModel, storage: StorageType) -> Table:
+    table = Table(title=f"{m.name}: {storage.value} transitions", title_justify="left")
+    for column in ("from", "valid to", "flows", "broker checks"):
+        table.add_column(column)
+    edges = m.edges(storage)
+    for src in m.states:
+        outgoing = [(dst, edge) for (a, dst), edge in edges.items() if a == src]
+        for i, (dst, edge) in enumerate(outgoing):
+            table.add_row(
+                src.name if i == 0 else "",
+                dst.name,
+                ", ".join(edge.flows),
+                ", ".join(c.value for c in edge.checks) or "-",
+            )
+        if not outgoing:
+            table.add_row(src.name, "-", "", "")
+    return table
+
+
+@app.command("graph")
+def graph_command(
+    model: ModelOption = DEFAULT_MODEL,
+    storage: StorageOption = Storage.system_topic,
+    fmt: Annotated[GraphFormat, typer.Option("--format", "-f", help="How to print the graph.")] = GraphFormat.table,
+    check: Annotated[bool, typer.Option("--check", help="Run the graph checks; exit 1 if one fails.")] = False,
+    write_docs_to: Annotated[
+        Path | None, typer.Option("--write-docs", help="Regenerate the diagrams and state-graph page in DIR.")
+    ] = None,
+    check_docs: Annotated[
+        Path | None, typer.Option("--check-docs", help="Exit 1 if the generated files in DIR are stale.")
+    ] = None,
+) -> None:
+    """Print a model's state graph, check it, or regenerate the diagrams in docs/."""
+    m = _load(model)
+    if write_docs_to is not None:
+        changed = write_docs(write_docs_to)
+        console.print(f"{len(changed)} file(s) regenerated under {write_docs_to}")
+        for path in changed:
+            console.print(f"  {path}")
+        return
+    if check_docs is not None:
+        stale = stale_docs(check_docs)
+        if stale:
+            err.print(f"stale generated docs under {check_docs}: {', '.join(stale)}")
+            err.print(f"regenerate with: statechan graph --write-docs {check_docs}")
+            raise typer.Exit(1)
+        console.print(f"generated docs under {check_docs} are up to date")
+        return
+    if check:
+        results = check_graph(m)
+        for result in results:
+            style = "green" if result.ok else "red"
+            console.print(f"[{style}]{result}[/{style}]", highlight=False)
+        failed = [r for r in results if not r.ok]
+        console.print(f"{len(results) - len(failed)} of {len(results)} graph checks hold for {m.name}")
+        if failed:
+            raise typer.Exit(1)
+        return
+    if storage.storage not in m.storages:
+        err.print(f"[red]error:[/red] model {m.name} has no {storage.storage.value} table")
+        raise typer.Exit(2)
+    if fmt is GraphFormat.mermaid:
+        console.print(mermaid(m, storage.storage), end="", markup=False, highlight=False)
+    elif fmt is GraphFormat.dot:
+        console.print(dot(m, storage.storage), end="", markup=False, highlight=False)
+    else:
+        console.print(_transition_table(m, storage.storage))
+
+
+def _value(text: str, what: str) -> ServiceUnitStateData | None:
+    if text.strip() in ("", "null", "None"):
+        return None
+    try:
+        return ServiceUnitStateData.from_json(text)
+    except pydantic.ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors())
+        err.print(f"[red]error:[/red] --{what} is not a valid Pulsar value: {problems}")
+        raise typer.Exit(2) from None
+
+
+@app.command("resolve")
+def resolve_command(
+    prev: Annotated[str, typer.Option("--prev", help="The held value as Pulsar JSON, or null.")],
+    new: Annotated[str, typer.Option("--new", help="The offered value as Pulsar JSON, or null.")],
+    storage: StorageOption = Storage.system_topic,
+    model: ModelOption = DEFAULT_MODEL,
+    no_check_brokers: Annotated[bool, typer.Option("--no-check-brokers", help="Skip broker checks.")] = False,
+) -> None:
+    """Ask the conflict resolver whether a new value replaces the held one."""
+    m = _load(model)
+    if not m.has_resolver:
+        err.print(f"[red]error:[/red] model {m.name} is graph-only: it has no resolver")
+        raise typer.Exit(2)
+    verdict = resolve(_value(prev, "prev"), _value(new, "new"), storage.storage, not no_check_brokers, m)
+    console.print(
+        json.dumps(
+            {
+                "accepted": verdict.accepted,
+                "reason": verdict.reason.value,
+                "check": verdict.check.value if verdict.check else None,
+            }
+        )
+    )
+
+
+def _v(
+    state: ServiceUnitState, dst: str | None = None, src: str | None = None, version: int = 1, force: bool = False
+) -> ServiceUnitStateData:
+    return ServiceUnitStateData(state=state, dst_broker=dst, source_broker=src, version_id=version, force=force)
+
+
+S = ServiceUnitState
+DEMO_QUESTIONS: list[tuple[str, ServiceUnitStateData | None, ServiceUnitStateData | None, StorageType]] = [
+    (
+        "two brokers race to assign; the second Assigning v1 arrives",
+        _v(S.Assigning, "broker-1"),
+        _v(S.Assigning, "broker-2"),
+        StorageType.SystemTopic,
+    ),
+    (
+        "the destination takes ownership",
+        _v(S.Assigning, "broker-1"),
+        _v(S.Owned, "broker-1", version=2),
+        StorageType.SystemTopic,
+    ),
+    (
+        "an assign on an Owned bundle",
+        _v(S.Owned, "broker-1", version=2),
+        _v(S.Assigning, "broker-2", version=3),
+        StorageType.SystemTopic,
+    ),
+    (
+        "transfer to the current owner",
+        _v(S.Owned, "broker-1", version=2),
+        _v(S.Releasing, "broker-1", "broker-1", 3),
+        StorageType.SystemTopic,
+    ),
+    (
+        "a lagging reader after compaction (v1 -> v5)",
+        _v(S.Owned, "broker-1"),
+        _v(S.Owned, "broker-2", "broker-1", 5),
+        StorageType.SystemTopic,
+    ),
+    (
+        "the same jump on the metadata store",
+        _v(S.Owned, "broker-1"),
+        _v(S.Owned, "broker-2", "broker-1", 5),
+        StorageType.MetadataStore,
+    ),
+    (
+        "the leader overrides an orphan Assigning",
+        _v(S.Assigning, "dead-1", version=4),
+        _v(S.Owned, "broker-2", version=5, force=True),
+        StorageType.SystemTopic,
+    ),
+    (
+        "a split parent is resurrected",
+        _v(S.Deleted, None, "broker-1", 7),
+        _v(S.Assigning, "broker-2", version=8),
+        StorageType.SystemTopic,
+    ),
+    ("a split child, first write at v1 (metadata store)", None, _v(S.Owned, "broker-1"), StorageType.MetadataStore),
+    ("a first write at v3 on the metadata store", None, _v(S.Owned, "broker-1", version=3), StorageType.MetadataStore),
+    ("a tombstone after Owned", _v(S.Owned, "broker-1", version=9), None, StorageType.SystemTopic),
+    (
+        "the version wraps from Long.MAX_VALUE",
+        _v(S.Owned, "broker-1", version=2**63 - 1),
+        _v(S.Releasing, None, "broker-1", 2**63),
+        StorageType.SystemTopic,
+    ),
+]
+
+
+def _brief(value: ServiceUnitStateData | None) -> str:
+    if value is None:
+        return "null"
+    parts = [value.state.value]
+    if value.dst_broker:
+        parts.append(f"dst={value.dst_broker}")
+    if value.source_broker:
+        parts.append(f"src={value.source_broker}")
+    if value.force:
+        parts.append("force")
+    parts.append(f"v{value.version_id}")
+    return " ".join(parts)
+
+
+def _verdict_cell(verdict: Verdict) -> str:
+    colour = "green" if verdict.accepted else "red"
+    return f"[{colour}]{verdict}[/{colour}]"
+
+
+@app.command("demo")
+def demo_command(model: ModelOption = DEFAULT_MODEL) -> None:
+    """The main job on built-in defaults: the state graph, its checks, and resolver answers."""
+    m = _load(model)
+    console.rule(f"statechan demo — model {m.name}")
+    console.print(m.spec.description, highlight=False)
+    for storage in m.storages:
+        console.print(_transition_table(m, storage))
+    console.print("[bold]Graph checks[/bold]")
+    for result in check_graph(m):
+        style = "green" if result.ok else "red"
+        console.print(f"  [{style}]{result}[/{style}]", highlight=False)
+    if m.has_resolver:
+        table = Table(title="Resolver questions (held value -> offered value)", title_justify="left")
+        for column in ("question", "store", "held", "offered", "verdict"):
+            table.add_column(column)
+        for question, prev, new, storage in DEMO_QUESTIONS:
+            if storage not in m.storages:
+                continue
+            verdict = resolve(prev, new, storage, model=m)
+            table.add_row(question, storage.value, _brief(prev), _brief(new), _verdict_cell(verdict))
+        console.print(table)
+    console.print("Mermaid source of the system-topic graph (paste into any Mermaid viewer):")
+    console.print(mermaid(m, m.storages[0]), markup=False, highlight=False)
+
+
+def main() -> None:
+    app()

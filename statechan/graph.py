@@ -1,0 +1,268 @@
+"""Everything derived from a model's table as a graph: networkx graphs, checks, diagrams, and a
+``transitions`` machine that follows one bundle through its lifecycle."""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import networkx as nx
+from transitions import Machine, MachineError
+
+from statechan.model import ProtocolModel, load_model
+from statechan.states import StorageType
+
+
+def state_graph(
+    model: str | Path | ProtocolModel | None = None,
+    storage: StorageType = StorageType.SystemTopic,
+    include_overrides: bool = False,
+) -> nx.DiGraph:
+    """The table for one storage as a ``networkx.DiGraph`` over the model's state enum.
+
+    Edge data: ``flows`` (tuple of flow names), ``checks`` (broker checks), ``forced`` (an edge
+    only an override takes). Node data: ``in_flight``, ``active``, ``stable``.
+    """
+    m = load_model(model)
+    graph = nx.DiGraph(model=m.name, storage=storage.value)
+    for state in m.states:
+        graph.add_node(
+            state,
+            in_flight=state in m.in_flight,
+            active=state in m.active,
+            stable=state in m.stable,
+        )
+    for (src, dst), edge in m.edges(storage).items():
+        graph.add_edge(src, dst, flows=edge.flows, checks=edge.checks, forced=False)
+    if include_overrides:
+        for override, (src, dst) in zip(m.spec.overrides, m.overrides, strict=True):
+            if not graph.has_edge(src, dst):
+                graph.add_edge(src, dst, flows=override.flows, checks=(), forced=True)
+    return graph
+
+
+@dataclass(frozen=True)
+class GraphCheck:
+    """One structural property of a model's graph, and whether it holds."""
+
+    name: str
+    storage: StorageType | None
+    ok: bool
+    detail: str
+
+    def __str__(self) -> str:
+        where = f" [{self.storage.value}]" if self.storage else ""
+        return f"{'ok  ' if self.ok else 'FAIL'} {self.name}{where}: {self.detail}"
+
+
+def _names(states: Iterable[enum.Enum]) -> str:
+    return ", ".join(sorted(s.name for s in states)) or "none"
+
+
+def check_graph(model: str | Path | ProtocolModel | None = None) -> list[GraphCheck]:
+    """The structural checks every channel model must pass (``statechan graph --check``)."""
+    m = load_model(model)
+    results: list[GraphCheck] = []
+    for storage in m.storages:
+        graph = state_graph(m, storage)
+        reachable = nx.descendants(graph, m.initial) | {m.initial}
+        unreachable = set(m.states) - reachable
+        results.append(
+            GraphCheck(
+                "reachable-from-initial",
+                storage,
+                not unreachable,
+                f"every state is reachable from {m.initial.name}"
+                if not unreachable
+                else f"unreachable from {m.initial.name}: {_names(unreachable)}",
+            )
+        )
+        stuck = {s for s in m.in_flight if not (nx.descendants(graph, s) & m.stable)}
+        results.append(
+            GraphCheck(
+                "in-flight-can-settle",
+                storage,
+                not stuck,
+                f"a stable state ({_names(m.stable)}) is reachable from every in-flight state"
+                if not stuck
+                else f"no stable state reachable from: {_names(stuck)}",
+            )
+        )
+        if storage is StorageType.SystemTopic and m.semi_terminal:
+            lingering = {s for s in m.semi_terminal if m.initial not in nx.descendants(graph, s)}
+            results.append(
+                GraphCheck(
+                    "semi-terminal-tombstoned",
+                    storage,
+                    not lingering,
+                    f"{_names(m.semi_terminal)} can return to {m.initial.name}"
+                    if not lingering
+                    else f"cannot return to {m.initial.name}: {_names(lingering)}",
+                )
+            )
+    live_resting = m.active - m.in_flight
+    results.append(
+        GraphCheck(
+            "terminal-but-live",
+            None,
+            live_resting == m.terminal and m.terminal <= m.stable,
+            f"the only active state that is not in flight is {_names(live_resting)}"
+            f" (declared terminal: {_names(m.terminal)})",
+        )
+    )
+    if StorageType.MetadataStore in m.storages and StorageType.SystemTopic in m.storages:
+        extra = set(m.edges(StorageType.MetadataStore)) - set(m.edges(StorageType.SystemTopic))
+        results.append(
+            GraphCheck(
+                "metadata-store-subgraph",
+                None,
+                not extra,
+                "every metadata-store edge is a system-topic edge"
+                if not extra
+                else "metadata-store only: " + ", ".join(f"{a.name}->{b.name}" for a, b in sorted(extra, key=str)),
+            )
+        )
+    results.append(_check_flows(m))
+    return results
+
+
+def _check_flows(m: ProtocolModel) -> GraphCheck:
+    tagged: dict[tuple[enum.Enum, enum.Enum], set[str]] = {}
+    for storage in m.storages:
+        for pair, edge in m.edges(storage).items():
+            tagged.setdefault(pair, set()).update(edge.flows)
+    forced_tags: dict[tuple[enum.Enum, enum.Enum], set[str]] = {}
+    for override, pair in zip(m.spec.overrides, m.overrides, strict=True):
+        forced_tags.setdefault(pair, set()).update(override.flows)
+    problems: list[str] = []
+    walked: set[tuple[str, tuple[enum.Enum, enum.Enum]]] = set()
+    for flow in m.spec.flows:
+        for path in flow.paths:
+            for a, b in itertools.pairwise(path):
+                pair = (m.state(a), m.state(b))
+                tags = (forced_tags if flow.forced else tagged).get(pair)
+                if tags is None:
+                    problems.append(f"flow {flow.name}: {a}->{b} is not an edge")
+                elif flow.name not in tags:
+                    problems.append(f"flow {flow.name}: edge {a}->{b} does not list the flow")
+                walked.add((flow.name, pair))
+    for table in (tagged, forced_tags):
+        for pair, tags in table.items():
+            for tag in tags:
+                if (tag, pair) not in walked:
+                    problems.append(
+                        f"edge {pair[0].name}->{pair[1].name} lists flow {tag} but no path of it walks there"
+                    )
+    count = sum(len(f.paths) for f in m.spec.flows)
+    return GraphCheck(
+        "flows-are-paths",
+        None,
+        not problems,
+        f"{len(m.spec.flows)} flows, {count} paths, each a path of the graph" if not problems else "; ".join(problems),
+    )
+
+
+class InvalidTransitionError(ValueError):
+    """A lifecycle step the model's table does not allow."""
+
+
+class BundleLifecycle:
+    """Follows one bundle through the model's table with a ``transitions`` state machine.
+
+    Triggers are ``to_<State>``; only the storage's edges (and, for ``forced`` steps, the
+    override edges) exist, so an invalid step raises :class:`InvalidTransitionError`.
+    """
+
+    state: str
+
+    def __init__(
+        self,
+        model: str | Path | ProtocolModel | None = None,
+        storage: StorageType = StorageType.SystemTopic,
+        initial: enum.Enum | str | None = None,
+    ) -> None:
+        self.model = load_model(model)
+        self.storage = storage
+        self.history: list[enum.Enum] = []
+        start = self.model.initial if initial is None else self.model.state(initial)
+        self.machine = Machine(
+            model=self,
+            states=list(self.model.spec.states),
+            initial=start.name,
+            auto_transitions=False,
+            ignore_invalid_triggers=False,
+        )
+        for src, dst in self.model.edges(storage):
+            self.machine.add_transition(f"to_{dst.name}", src.name, dst.name)
+        for src, dst in self.model.overrides:
+            self.machine.add_transition(f"force_{dst.name}", src.name, dst.name)
+        self.history.append(start)
+
+    @property
+    def current(self) -> enum.Enum:
+        return self.model.state(self.state)
+
+    def step(self, state: enum.Enum | str, forced: bool = False) -> enum.Enum:
+        """Move to ``state``; ``forced`` takes an override edge (an overrideOwnership record)."""
+        target = self.model.state(state)
+        before = self.current
+        trigger = f"{'force' if forced else 'to'}_{target.name}"
+        try:
+            self.trigger(trigger)  # type: ignore[attr-defined]
+        except (MachineError, AttributeError):
+            kind = "override" if forced else f"{self.storage.value} transition"
+            raise InvalidTransitionError(
+                f"{self.model.name}: {before.name} -> {target.name} is not a valid {kind}"
+            ) from None
+        self.history.append(target)
+        return target
+
+    def walk(self, states: list[str] | tuple[str, ...]) -> list[enum.Enum]:
+        """Step through ``states`` in order (the first one must be the current state)."""
+        first, *rest = states
+        if self.model.state(first) != self.current:
+            raise InvalidTransitionError(
+                f"{self.model.name}: the walk starts at {first}, the bundle is {self.current.name}"
+            )
+        for state in rest:
+            self.step(state)
+        return list(self.history)
+
+
+def mermaid(model: str | Path | ProtocolModel | None = None, storage: StorageType = StorageType.SystemTopic) -> str:
+    """A Mermaid flowchart of one storage's table; dashed edges are forced overrides."""
+    m = load_model(model)
+    graph = state_graph(m, storage, include_overrides=True)
+    lines = ["flowchart LR"]
+    for state in m.states:
+        shape = ("((", "))") if state == m.initial else ("([", "])") if state in m.stable else ("[", "]")
+        lines.append(f"    {state.name}{shape[0]}{state.name}{shape[1]}")
+    for src, dst, data in graph.edges(data=True):
+        label = ", ".join(data["flows"]) or "-"
+        arrow = "-.->" if data["forced"] else "-->"
+        lines.append(f"    {src.name} {arrow}|{label}| {dst.name}")
+    if m.in_flight:
+        lines.append("    classDef inflight fill:#fff3cd,stroke:#b58900")
+        lines.append(f"    class {','.join(s.name for s in m.states if s in m.in_flight)} inflight")
+    return "\n".join(lines) + "\n"
+
+
+def dot(model: str | Path | ProtocolModel | None = None, storage: StorageType = StorageType.SystemTopic) -> str:
+    """A Graphviz DOT digraph of one storage's table; dashed edges are forced overrides."""
+    m = load_model(model)
+    graph = state_graph(m, storage, include_overrides=True)
+    lines = [f'digraph "{m.name} {storage.value}" {{', "    rankdir=LR;", "    node [fontname=Helvetica];"]
+    for state in m.states:
+        attrs = ["shape=doublecircle" if state == m.initial else "shape=box, style=rounded"]
+        if state in m.in_flight:
+            attrs.append('style="rounded,filled", fillcolor="#fff3cd"')
+        lines.append(f"    {state.name} [{', '.join(attrs)}];")
+    for src, dst, data in graph.edges(data=True):
+        label = ", ".join(data["flows"])
+        style = ", style=dashed" if data["forced"] else ""
+        lines.append(f'    {src.name} -> {dst.name} [label="{label}"{style}];')
+    lines.append("}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,374 @@
+"""Protocol models: each version of the channel's state graph and resolver rules, declared as data.
+
+A model file (TOML, in ``models/``) is the one place a transition table is written down. This
+module validates it and compiles it into the lookup tables everything else reads: the resolver,
+``is_valid_transition``, the networkx graphs, the ``transitions`` machine and the diagrams.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from statechan.states import ServiceUnitState, StorageType
+
+DEFAULT_MODEL = "pulsar-4"
+
+
+class ModelError(ValueError):
+    """A model file that cannot be used; the message names the file, the key and the problem."""
+
+
+class BrokerCheck(enum.Enum):
+    """A broker-consistency rule the resolver applies to one transition (``checkBrokers``).
+
+    Each names the condition a new value must meet; breaking it rejects the value.
+    """
+
+    DST_BLANK = "dst-blank"
+    """The new value has no destination broker."""
+    DST_NONBLANK = "dst-nonblank"
+    """The new value names a destination broker."""
+    SRC_BLANK = "src-blank"
+    """The new value has no source broker."""
+    SRC_NONBLANK = "src-nonblank"
+    """The new value names a source broker."""
+    SRC_IS_PREV_DST = "src-is-prev-dst"
+    """The new source is the previous destination (the current owner)."""
+    DST_NOT_PREV_DST = "dst-not-prev-dst"
+    """The new destination is not the previous destination (no transfer to oneself)."""
+    SAME_DST = "same-dst"
+    """The destination is unchanged."""
+    SAME_SRC = "same-src"
+    """The source is unchanged."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class GapPolicy(enum.Enum):
+    """What a store does with a version jump of two or more."""
+
+    ACCEPT = "accept"
+    REJECT = "reject"
+
+
+_Strict = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class TransitionSpec(BaseModel):
+    """One edge of the table: valid on the listed storages, part of the listed flows."""
+
+    model_config = _Strict
+
+    src: str = Field(alias="from")
+    dst: str = Field(alias="to")
+    storages: tuple[StorageType, ...] | None = None
+    flows: tuple[str, ...] = ()
+    checks: tuple[BrokerCheck, ...] = ()
+
+
+class OverrideSpec(BaseModel):
+    """An edge only a forced record takes (the leader's ``overrideOwnership``)."""
+
+    model_config = _Strict
+
+    src: str = Field(alias="from")
+    dst: str = Field(alias="to")
+    flows: tuple[str, ...] = ()
+
+
+class FlowSpec(BaseModel):
+    """A named flow and the state paths it walks."""
+
+    model_config = _Strict
+
+    name: str
+    summary: str = ""
+    forced: bool = False
+    paths: tuple[tuple[str, ...], ...]
+
+
+class ResolverSpec(BaseModel):
+    """The resolver's version rules for this model (the table and checks come from the edges)."""
+
+    model_config = _Strict
+
+    versioned: bool = True
+    force: bool = True
+    version_gap: dict[StorageType, GapPolicy] = Field(default_factory=dict)
+    first_write_version: dict[StorageType, int] = Field(default_factory=dict)
+
+
+class ModelSpec(BaseModel):
+    """The validated contents of one model file."""
+
+    model_config = _Strict
+
+    name: str
+    description: str = ""
+    source: str = ""
+    states: tuple[str, ...]
+    initial: str
+    in_flight: tuple[str, ...]
+    active: tuple[str, ...]
+    stable: tuple[str, ...]
+    terminal: tuple[str, ...] = ()
+    semi_terminal: tuple[str, ...] = ()
+    storages: tuple[StorageType, ...] = (StorageType.SystemTopic,)
+    resolver: ResolverSpec | None = None
+    transitions: tuple[TransitionSpec, ...]
+    overrides: tuple[OverrideSpec, ...] = ()
+    flows: tuple[FlowSpec, ...] = ()
+    variant_of: str | None = None
+    bug: str | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelSpec:
+        known = set(self.states)
+        if len(known) != len(self.states):
+            raise ValueError("states: a state is listed twice")
+
+        def need(where: str, names: Iterable[str]) -> None:
+            for name in names:
+                if name not in known:
+                    raise ValueError(f"{where}: unknown state {name!r} (states are {list(self.states)})")
+
+        need("initial", [self.initial])
+        for group in ("in_flight", "active", "stable", "terminal", "semi_terminal"):
+            need(group, getattr(self, group))
+        flow_names = [flow.name for flow in self.flows]
+        if len(set(flow_names)) != len(flow_names):
+            raise ValueError("flows: a flow name is declared twice")
+        seen: set[tuple[str, str, StorageType]] = set()
+        for i, edge in enumerate(self.transitions):
+            where = f"transitions[{i}] ({edge.src} -> {edge.dst})"
+            need(where, [edge.src, edge.dst])
+            if edge.src == edge.dst:
+                raise ValueError(f"{where}: a state cannot transition to itself in the table")
+            for storage in edge.storages or self.storages:
+                if storage not in self.storages:
+                    raise ValueError(f"{where}: storage {storage.value} is not one of the model's storages")
+                if (edge.src, edge.dst, storage) in seen:
+                    raise ValueError(f"{where}: declared twice for {storage.value}")
+                seen.add((edge.src, edge.dst, storage))
+            for tag in edge.flows:
+                if tag not in flow_names:
+                    raise ValueError(f"{where}: flow {tag!r} is not declared under [[flows]]")
+        for i, override in enumerate(self.overrides):
+            where = f"overrides[{i}] ({override.src} -> {override.dst})"
+            need(where, [override.src, override.dst])
+            for tag in override.flows:
+                if tag not in flow_names:
+                    raise ValueError(f"{where}: flow {tag!r} is not declared under [[flows]]")
+        for flow in self.flows:
+            for j, path in enumerate(flow.paths):
+                need(f"flows.{flow.name}.paths[{j}]", path)
+                if len(path) < 2:
+                    raise ValueError(f"flows.{flow.name}.paths[{j}]: a path needs at least two states")
+        if self.resolver is not None:
+            foreign = [s for s in self.states if s not in ServiceUnitState.__members__]
+            if foreign:
+                raise ValueError(
+                    f"resolver: states {foreign} are not ServiceUnitState members; a model with "
+                    "other states can only be graph-only (omit [resolver])"
+                )
+            for storage in self.resolver.version_gap:
+                if storage not in self.storages:
+                    raise ValueError(f"resolver.version_gap: {storage.value} is not one of the model's storages")
+            for storage in self.storages:
+                if self.resolver.versioned and storage not in self.resolver.version_gap:
+                    raise ValueError(f"resolver.version_gap: missing a policy for {storage.value}")
+        return self
+
+
+@dataclass(frozen=True)
+class StorageRules:
+    """One storage type's compiled rules: the resolver reads only this."""
+
+    storage: StorageType
+    edges: Mapping[tuple[ServiceUnitState, ServiceUnitState], tuple[BrokerCheck, ...]]
+    versioned: bool
+    force: bool
+    gap_accepted: bool
+    first_write_version: int | None
+
+
+class ProtocolModel:
+    """A loaded, validated model with everything derived from its table.
+
+    States are enum members: ``ServiceUnitState`` when the model uses Pulsar's seven names,
+    otherwise an enum made for the model (e.g. the PIP-192 design's ``Assigned``).
+    """
+
+    def __init__(self, spec: ModelSpec, origin: str) -> None:
+        self.spec = spec
+        self.origin = origin
+        if all(name in ServiceUnitState.__members__ for name in spec.states):
+            self.State: type[enum.Enum] = ServiceUnitState
+            self.states: tuple[enum.Enum, ...] = tuple(ServiceUnitState[s] for s in spec.states)
+        else:
+            self.State = enum.Enum(  # type: ignore[misc]
+                f"{spec.name.title().replace('-', '').replace('.', '')}State",
+                {s: s for s in spec.states},
+            )
+            self.states = tuple(self.State[s] for s in spec.states)
+        state = self.State.__getitem__
+        self.initial = state(spec.initial)
+        self.in_flight = frozenset(state(s) for s in spec.in_flight)
+        self.active = frozenset(state(s) for s in spec.active)
+        self.stable = frozenset(state(s) for s in spec.stable)
+        self.terminal = frozenset(state(s) for s in spec.terminal)
+        self.semi_terminal = frozenset(state(s) for s in spec.semi_terminal)
+        self.storages = spec.storages
+        self._edges: dict[StorageType, dict[tuple[enum.Enum, enum.Enum], TransitionSpec]] = {
+            storage: {} for storage in spec.storages
+        }
+        for edge in spec.transitions:
+            for storage in edge.storages or spec.storages:
+                self._edges[storage][(state(edge.src), state(edge.dst))] = edge
+        self.overrides: tuple[tuple[enum.Enum, enum.Enum], ...] = tuple(
+            (state(o.src), state(o.dst)) for o in spec.overrides
+        )
+        self._rules: dict[StorageType, StorageRules] = {}
+        if spec.resolver is not None:
+            for storage in spec.storages:
+                self._rules[storage] = StorageRules(
+                    storage=storage,
+                    edges={
+                        (ServiceUnitState[a.value], ServiceUnitState[b.value]): spec.checks
+                        for (a, b), spec in self._edges[storage].items()
+                    },
+                    versioned=spec.resolver.versioned,
+                    force=spec.resolver.force,
+                    gap_accepted=spec.resolver.version_gap.get(storage) is GapPolicy.ACCEPT,
+                    first_write_version=spec.resolver.first_write_version.get(storage),
+                )
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def __repr__(self) -> str:
+        return f"ProtocolModel({self.name!r}, from {self.origin})"
+
+    def state(self, value: enum.Enum | str) -> enum.Enum:
+        """This model's member for a state given by name or by any enum with the same name."""
+        name = value.name if isinstance(value, enum.Enum) else value
+        try:
+            return self.State[name]
+        except KeyError:
+            raise ValueError(
+                f"model {self.name} has no state {name!r}; its states are {list(self.spec.states)}"
+            ) from None
+
+    def _storage(self, storage: StorageType) -> StorageType:
+        if storage not in self._edges:
+            raise ValueError(
+                f"model {self.name} has no {storage.value} table; its storages are {[s.value for s in self.storages]}"
+            )
+        return storage
+
+    def edges(
+        self, storage: StorageType = StorageType.SystemTopic
+    ) -> dict[tuple[enum.Enum, enum.Enum], TransitionSpec]:
+        """The table for one storage: (from, to) -> the declared edge."""
+        return dict(self._edges[self._storage(storage)])
+
+    def is_valid_transition(
+        self, src: enum.Enum | str, dst: enum.Enum | str, storage: StorageType = StorageType.SystemTopic
+    ) -> bool:
+        return (self.state(src), self.state(dst)) in self._edges[self._storage(storage)]
+
+    def is_in_flight(self, state: enum.Enum | str) -> bool:
+        return self.state(state) in self.in_flight
+
+    def is_active(self, state: enum.Enum | str) -> bool:
+        return self.state(state) in self.active
+
+    @property
+    def has_resolver(self) -> bool:
+        return bool(self._rules)
+
+    def rules(self, storage: StorageType = StorageType.SystemTopic) -> StorageRules:
+        """The compiled resolver rules for one storage."""
+        if not self._rules:
+            raise ValueError(f"model {self.name} is graph-only: it declares no [resolver]")
+        return self._rules[self._storage(storage)]
+
+    def flow(self, name: str) -> FlowSpec:
+        for flow in self.spec.flows:
+            if flow.name == name:
+                return flow
+        raise ValueError(f"model {self.name} has no flow {name!r}; flows: {[f.name for f in self.spec.flows]}")
+
+
+def _builtin_dirs() -> list[Path]:
+    here = Path(__file__).resolve().parent
+    # In a wheel the files are packaged as statechan/models; in a checkout they live at the top.
+    return [d for d in (here / "models", here.parent / "models") if d.is_dir()]
+
+
+def builtin_model_names() -> list[str]:
+    """The names of the models shipped with the library."""
+    names: set[str] = set()
+    for directory in _builtin_dirs():
+        names.update(p.stem for p in directory.glob("*.toml"))
+    return sorted(names)
+
+
+def _format_error(origin: str, error: ValidationError) -> str:
+    lines = []
+    for item in error.errors():
+        loc = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        lines.append(f"{origin}: {loc}: {item['msg']}")
+    return "\n".join(lines)
+
+
+def parse_model(text: str, origin: str = "<string>") -> ProtocolModel:
+    """Validate a model given as TOML text; ``origin`` names it in error messages."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ModelError(f"{origin}: not valid TOML: {exc}") from None
+    try:
+        spec = ModelSpec.model_validate(data)
+    except ValidationError as exc:
+        raise ModelError(_format_error(origin, exc)) from None
+    return ProtocolModel(spec, origin)
+
+
+def load_model_file(path: str | Path) -> ProtocolModel:
+    """Load a model from a file path."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ModelError(f"{path}: cannot read the model file: {exc.strerror}") from None
+    return parse_model(text, str(path))
+
+
+@functools.cache
+def _load_builtin(name: str) -> ProtocolModel:
+    for directory in _builtin_dirs():
+        path = directory / f"{name}.toml"
+        if path.is_file():
+            return load_model_file(path)
+    raise ModelError(f"no built-in model {name!r}; built-in models: {', '.join(builtin_model_names())}")
+
+
+def load_model(model: str | Path | ProtocolModel | None = None) -> ProtocolModel:
+    """A model by built-in name, by file path, or passed through; ``None`` is the default model."""
+    if isinstance(model, ProtocolModel):
+        return model
+    if model is None:
+        return _load_builtin(DEFAULT_MODEL)
+    if isinstance(model, Path) or str(model).endswith(".toml"):
+        return load_model_file(model)
+    return _load_builtin(str(model))

@@ -1,0 +1,191 @@
+"""The conflict resolver: Pulsar's ``ServiceUnitStateDataConflictResolver.shouldKeepLeft``.
+
+It decides whether a reader (system topic), the compactor, or a compare-and-set write
+(metadata store) takes a new value over the one it holds. This is the only implementation;
+the rules it applies (table, broker checks, version policy) come from the protocol model.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from statechan.model import BrokerCheck, ProtocolModel, StorageRules, load_model
+from statechan.states import ServiceUnitState, StorageType
+from statechan.values import LONG_MAX, LONG_MIN, ServiceUnitStateData, is_blank
+
+_Init = ServiceUnitState.Init
+
+
+class Reason(enum.Enum):
+    """Why the resolver took or refused a value."""
+
+    ACCEPTED = "accepted"
+    """A valid transition with consecutive versions and consistent brokers."""
+    ACCEPTED_TOMBSTONE = "accepted-tombstone"
+    """A null value (delete); never refused."""
+    ACCEPTED_VERSION_GAP = "accepted-version-gap"
+    """System topic: a jump of two or more versions, taken as the fast-forward after compaction."""
+    ACCEPTED_FORCED = "accepted-forced"
+    """``force=true``: the version gate passed; table and broker checks skipped."""
+    ACCEPTED_FIRST_WRITE = "accepted-first-write"
+    """Metadata store: the first value of a key, at the first version; the table is not consulted."""
+    STALE_VERSION = "stale-version"
+    """The new version is not above the held one (a duplicate or a lost race)."""
+    VERSION_GAP_REJECTED = "version-gap-rejected"
+    """Metadata store (or a store whose model refuses gaps): a version jump of two or more."""
+    FIRST_WRITE_NOT_V1 = "first-write-not-v1"
+    """Metadata store: the first value of a key is not at the first version."""
+    INVALID_TRANSITION = "invalid-transition"
+    """The (held state, new state) pair is not in the storage's table."""
+    BROKER_MISMATCH = "broker-mismatch"
+    """The transition is valid but the brokers break one of its checks."""
+
+    @property
+    def accepted(self) -> bool:
+        return self in _ACCEPTING
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_ACCEPTING = frozenset(
+    {
+        Reason.ACCEPTED,
+        Reason.ACCEPTED_TOMBSTONE,
+        Reason.ACCEPTED_VERSION_GAP,
+        Reason.ACCEPTED_FORCED,
+        Reason.ACCEPTED_FIRST_WRITE,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The resolver's decision: ``reason`` says why; ``check`` names a failed broker check."""
+
+    reason: Reason
+    check: BrokerCheck | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.reason in _ACCEPTING
+
+    @property
+    def rejected(self) -> bool:
+        return self.reason not in _ACCEPTING
+
+    def __str__(self) -> str:
+        word = "accepted" if self.accepted else "rejected"
+        detail = self.reason.value if self.check is None else f"{self.reason.value} ({self.check.value})"
+        return f"{word}: {detail}"
+
+
+_VERDICT = {reason: Verdict(reason) for reason in Reason}
+_MISMATCH = {check: Verdict(Reason.BROKER_MISMATCH, check) for check in BrokerCheck}
+
+
+_CHECK_HOLDS: dict[BrokerCheck, Callable[[ServiceUnitStateData, ServiceUnitStateData], bool]] = {
+    BrokerCheck.DST_BLANK: lambda prev, new: is_blank(new.dst_broker),
+    BrokerCheck.DST_NONBLANK: lambda prev, new: not is_blank(new.dst_broker),
+    BrokerCheck.SRC_BLANK: lambda prev, new: is_blank(new.source_broker),
+    BrokerCheck.SRC_NONBLANK: lambda prev, new: not is_blank(new.source_broker),
+    BrokerCheck.SRC_IS_PREV_DST: lambda prev, new: prev.dst_broker == new.source_broker,
+    BrokerCheck.DST_NOT_PREV_DST: lambda prev, new: prev.dst_broker != new.dst_broker,
+    BrokerCheck.SAME_DST: lambda prev, new: prev.dst_broker == new.dst_broker,
+    BrokerCheck.SAME_SRC: lambda prev, new: prev.source_broker == new.source_broker,
+}
+
+_NO_PREV = ServiceUnitStateData.model_construct(state=ServiceUnitState.Init)
+"""Stands in for a missing previous value in broker checks (its brokers are null)."""
+
+
+def _decide(
+    rules: StorageRules,
+    prev: ServiceUnitStateData | None,
+    new: ServiceUnitStateData | None,
+    check_brokers: bool,
+) -> Verdict:
+    if new is None:
+        return _VERDICT[Reason.ACCEPTED_TOMBSTONE]
+    if rules.versioned:
+        if prev is not None:
+            held, offered = prev.version_id, new.version_id
+            if not (held == LONG_MAX and offered == LONG_MIN):
+                if held >= offered:
+                    return _VERDICT[Reason.STALE_VERSION]
+                if held < offered - 1:
+                    if rules.gap_accepted:
+                        return _VERDICT[Reason.ACCEPTED_VERSION_GAP]
+                    return _VERDICT[Reason.VERSION_GAP_REJECTED]
+        elif rules.first_write_version is not None:
+            if new.version_id == rules.first_write_version:
+                return _VERDICT[Reason.ACCEPTED_FIRST_WRITE]
+            return _VERDICT[Reason.FIRST_WRITE_NOT_V1]
+    if new.force and rules.force:
+        return _VERDICT[Reason.ACCEPTED_FORCED]
+    checks = rules.edges.get((_Init if prev is None else prev.state, new.state))
+    if checks is None:
+        return _VERDICT[Reason.INVALID_TRANSITION]
+    if check_brokers and checks:
+        held_value = _NO_PREV if prev is None else prev
+        for check in checks:
+            if not _CHECK_HOLDS[check](held_value, new):
+                return _MISMATCH[check]
+    return _VERDICT[Reason.ACCEPTED]
+
+
+def _rules_for(storage: StorageType, model: str | Path | ProtocolModel | None) -> StorageRules:
+    if not isinstance(storage, StorageType):
+        raise TypeError(f"storage must be a StorageType, not {storage!r}")
+    return load_model(model).rules(storage)
+
+
+_DEFAULT_RULES = {storage: _rules_for(storage, None) for storage in StorageType}
+
+
+def resolve(
+    prev: ServiceUnitStateData | None,
+    new: ServiceUnitStateData | None,
+    storage: StorageType = StorageType.SystemTopic,
+    check_brokers: bool = True,
+    model: str | Path | ProtocolModel | None = None,
+) -> Verdict:
+    """Decide whether ``new`` replaces ``prev`` (a held value; ``None`` = no record / Init).
+
+    Pulsar's steps, in order: a tombstone is always taken; the version gate (with Java's
+    ``Long`` wrap-around, and a gap policy per storage); the metadata store's first-write rule;
+    ``force``; the storage's transition table; the transition's broker checks.
+    """
+    rules = _DEFAULT_RULES.get(storage) if model is None else None
+    if rules is None:
+        rules = _rules_for(storage, model)
+    return _decide(rules, prev, new, check_brokers)
+
+
+def should_reject(
+    prev: ServiceUnitStateData | None,
+    new: ServiceUnitStateData | None,
+    storage: StorageType = StorageType.SystemTopic,
+    check_brokers: bool = True,
+    model: str | Path | ProtocolModel | None = None,
+) -> bool:
+    """Pulsar's ``shouldKeepLeft(prev, new)``: true keeps ``prev`` and rejects ``new``."""
+    return resolve(prev, new, storage, check_brokers, model).reason not in _ACCEPTING
+
+
+def fold(
+    values: Iterable[ServiceUnitStateData | None],
+    storage: StorageType = StorageType.SystemTopic,
+    start: ServiceUnitStateData | None = None,
+    model: str | Path | ProtocolModel | None = None,
+) -> ServiceUnitStateData | None:
+    """The value a reader holds after offering ``values`` in order, starting from ``start``."""
+    rules = _rules_for(storage, model)
+    held = start
+    for value in values:
+        if _decide(rules, held, value, True).reason in _ACCEPTING:
+            held = value
+    return held

@@ -1,0 +1,117 @@
+"""The command line, through typer's test runner."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from statechan.cli import app
+
+runner = CliRunner()
+
+
+def test_models_lists_the_builtins() -> None:
+    result = runner.invoke(app, ["models"])
+    assert result.exit_code == 0
+    for name in ("pulsar-4 (default)", "pulsar-3.0", "pip-192-design"):
+        assert name in result.output
+
+
+def test_graph_check_passes_for_every_builtin() -> None:
+    for name in ("pulsar-4", "pulsar-3.0", "pip-192-design", "pulsar-pip192-initial"):
+        result = runner.invoke(app, ["graph", "--check", "--model", name])
+        assert result.exit_code == 0, result.output
+        assert "graph checks hold" in result.output
+
+
+def test_graph_check_fails_on_a_broken_model(tmp_path: object) -> None:
+    from pathlib import Path
+
+    from tests.test_graph import BROKEN
+
+    path = Path(str(tmp_path)) / "broken.toml"
+    path.write_text(BROKEN)
+    result = runner.invoke(app, ["graph", "--check", "--model", str(path)])
+    assert result.exit_code == 1
+    assert "FAIL reachable-from-initial" in result.output
+
+
+def test_graph_formats() -> None:
+    mermaid = runner.invoke(app, ["graph", "-f", "mermaid", "-s", "metadata-store"])
+    assert mermaid.exit_code == 0
+    assert mermaid.output.startswith("flowchart LR")
+    assert "Init -->|assign| Assigning" in mermaid.output
+    assert "Init -->|compaction-cut| Free" not in mermaid.output
+    dot = runner.invoke(app, ["graph", "-f", "dot"])
+    assert dot.output.startswith('digraph "pulsar-4 SystemTopic"')
+
+
+def test_graph_of_a_storage_the_model_lacks() -> None:
+    result = runner.invoke(app, ["graph", "-m", "pulsar-3.0", "-s", "metadata-store"])
+    assert result.exit_code == 2
+    assert "has no MetadataStore table" in result.output
+
+
+def test_resolve_prints_a_machine_readable_verdict() -> None:
+    result = runner.invoke(
+        app,
+        [
+            "resolve",
+            "--prev",
+            '{"state":"Owned","dstBroker":"b1","versionId":1}',
+            "--new",
+            '{"state":"Owned","dstBroker":"b2","versionId":4}',
+            "--storage",
+            "metadata-store",
+        ],
+    )
+    assert result.exit_code == 0
+    assert json.loads(result.output) == {"accepted": False, "reason": "version-gap-rejected", "check": None}
+
+
+def test_resolve_reports_a_broker_check() -> None:
+    result = runner.invoke(
+        app,
+        [
+            "resolve",
+            "--prev",
+            '{"state":"Owned","dstBroker":"b1","versionId":1}',
+            "--new",
+            '{"state":"Releasing","dstBroker":"b1","sourceBroker":"b1","versionId":2}',
+        ],
+    )
+    assert json.loads(result.output) == {"accepted": False, "reason": "broker-mismatch", "check": "dst-not-prev-dst"}
+
+
+def test_resolve_bad_json_names_the_field() -> None:
+    result = runner.invoke(app, ["resolve", "--prev", "null", "--new", '{"state":"Assigned","dstBroker":"b1"}'])
+    assert result.exit_code == 2
+    assert "--new is not a valid Pulsar value: state:" in result.output
+
+
+def test_unknown_model_and_bad_option() -> None:
+    assert runner.invoke(app, ["graph", "-m", "pulsar-9"]).exit_code == 2
+    result = runner.invoke(app, ["graph", "--format", "png"])
+    assert result.exit_code == 2
+    assert "png" in result.output
+
+
+def test_demo_prints_graph_and_resolver_answers() -> None:
+    result = runner.invoke(app, ["demo"])
+    assert result.exit_code == 0, result.output
+    assert "pulsar-4: SystemTopic transitions" in result.output
+    assert "stale-version" in result.output
+    assert "accepted-version-gap" in result.output
+    assert "FAIL" not in result.output
+
+
+def test_check_docs_detects_stale_files(tmp_path: object) -> None:
+    from pathlib import Path
+
+    root = Path(str(tmp_path))
+    assert runner.invoke(app, ["graph", "--check-docs", str(root)]).exit_code == 1
+    assert runner.invoke(app, ["graph", "--write-docs", str(root)]).exit_code == 0
+    assert runner.invoke(app, ["graph", "--check-docs", str(root)]).exit_code == 0
+    (root / "state-graph.md").write_text("edited by hand")
+    assert runner.invoke(app, ["graph", "--check-docs", str(root)]).exit_code == 1
