@@ -8,7 +8,7 @@ the rules it applies (table, broker checks, version policy) come from the protoc
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,16 +87,36 @@ _VERDICT = {reason: Verdict(reason) for reason in Reason}
 _MISMATCH = {check: Verdict(Reason.BROKER_MISMATCH, check) for check in BrokerCheck}
 
 
-_CHECK_HOLDS: dict[BrokerCheck, Callable[[ServiceUnitStateData, ServiceUnitStateData], bool]] = {
-    BrokerCheck.DST_BLANK: lambda prev, new: is_blank(new.dst_broker),
-    BrokerCheck.DST_NONBLANK: lambda prev, new: not is_blank(new.dst_broker),
-    BrokerCheck.SRC_BLANK: lambda prev, new: is_blank(new.source_broker),
-    BrokerCheck.SRC_NONBLANK: lambda prev, new: not is_blank(new.source_broker),
-    BrokerCheck.SRC_IS_PREV_DST: lambda prev, new: prev.dst_broker == new.source_broker,
-    BrokerCheck.DST_NOT_PREV_DST: lambda prev, new: prev.dst_broker != new.dst_broker,
-    BrokerCheck.SAME_DST: lambda prev, new: prev.dst_broker == new.dst_broker,
-    BrokerCheck.SAME_SRC: lambda prev, new: prev.source_broker == new.source_broker,
-}
+_DST_BLANK = BrokerCheck.DST_BLANK
+_DST_NONBLANK = BrokerCheck.DST_NONBLANK
+_SRC_BLANK = BrokerCheck.SRC_BLANK
+_SRC_NONBLANK = BrokerCheck.SRC_NONBLANK
+_SRC_IS_PREV_DST = BrokerCheck.SRC_IS_PREV_DST
+_DST_NOT_PREV_DST = BrokerCheck.DST_NOT_PREV_DST
+_SAME_DST = BrokerCheck.SAME_DST
+_SAME_SRC = BrokerCheck.SAME_SRC
+
+
+def check_holds(check: BrokerCheck, prev: ServiceUnitStateData, new: ServiceUnitStateData) -> bool:
+    """Whether ``new`` meets one broker check against ``prev`` ("blank" = null/empty/whitespace)."""
+    if check is _SAME_DST:
+        return prev.dst_broker == new.dst_broker
+    if check is _SAME_SRC:
+        return prev.source_broker == new.source_broker
+    if check is _SRC_IS_PREV_DST:
+        return prev.dst_broker == new.source_broker
+    if check is _DST_NOT_PREV_DST:
+        return prev.dst_broker != new.dst_broker
+    if check is _DST_BLANK:
+        return is_blank(new.dst_broker)
+    if check is _DST_NONBLANK:
+        return not is_blank(new.dst_broker)
+    if check is _SRC_BLANK:
+        return is_blank(new.source_broker)
+    if check is _SRC_NONBLANK:
+        return not is_blank(new.source_broker)
+    raise ValueError(f"unknown broker check {check!r}")
+
 
 _NO_PREV = ServiceUnitStateData.model_construct(state=ServiceUnitState.Init)
 """Stands in for a missing previous value in broker checks (its brokers are null)."""
@@ -132,7 +152,7 @@ def _decide(
     if check_brokers and checks:
         held_value = _NO_PREV if prev is None else prev
         for check in checks:
-            if not _CHECK_HOLDS[check](held_value, new):
+            if not check_holds(check, held_value, new):
                 return _MISMATCH[check]
     return _VERDICT[Reason.ACCEPTED]
 
@@ -173,7 +193,10 @@ def should_reject(
     model: str | Path | ProtocolModel | None = None,
 ) -> bool:
     """Pulsar's ``shouldKeepLeft(prev, new)``: true keeps ``prev`` and rejects ``new``."""
-    return resolve(prev, new, storage, check_brokers, model).reason not in _ACCEPTING
+    rules = _DEFAULT_RULES.get(storage) if model is None else None
+    if rules is None:
+        rules = _rules_for(storage, model)
+    return _decide(rules, prev, new, check_brokers).reason not in _ACCEPTING
 
 
 def fold(

@@ -1,0 +1,214 @@
+"""Benchmarks (``make bench`` / ``python -m statechan.bench``): speed figures, each beside a
+baseline measured in the same run, so ratios survive a noisy machine.
+
+Not a test: nothing here asserts a time. Results go to stdout (and ``--json FILE``); the figures
+in ``docs/benchmarks.md`` are copied from a run, with its command and machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from statechan.resolver import Reason, resolve, should_reject
+from statechan.states import ServiceUnitState, StorageType
+from statechan.values import ServiceUnitStateData, next_version
+
+S = ServiceUnitState
+Pair = tuple[ServiceUnitStateData | None, ServiceUnitStateData | None]
+
+
+@dataclass
+class Figure:
+    name: str
+    items: int
+    seconds: float
+    baseline: str = ""
+    baseline_seconds: float = 0.0
+    notes: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return self.items / self.seconds if self.seconds else float("inf")
+
+    @property
+    def ratio(self) -> float:
+        return self.seconds / self.baseline_seconds if self.baseline_seconds else float("nan")
+
+    def line(self) -> str:
+        text = f"{self.name:<44} {self.items:>10,} items  {self.seconds:8.3f} s  {self.rate:>12,.0f} /s"
+        if self.baseline:
+            text += f"   {self.ratio:5.2f}x {self.baseline}"
+        return text
+
+
+def machine() -> dict[str, object]:
+    """What the figures were measured on."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+    }
+
+
+def realistic_pairs(count: int, seed: int = 7) -> list[Pair]:
+    """``count`` (held, offered) pairs in the mix a channel reader sees.
+
+    Mostly consecutive steps of assign / transfer / unload / split flows, with the losers of
+    races (stale versions), post-compaction version jumps, invalid transitions, broker
+    mismatches, forced overrides and tombstones mixed in.
+    """
+    rng = random.Random(seed)
+    brokers = [f"broker-{i}:8080" for i in range(8)]
+    pairs: list[Pair] = []
+
+    def v(state: S, dst: str | None, src: str | None, version: int, force: bool = False) -> ServiceUnitStateData:
+        return ServiceUnitStateData(
+            state=state, dst_broker=dst, source_broker=src, version_id=version, force=force, timestamp=version * 1000
+        )
+
+    while len(pairs) < count:
+        a, b = rng.sample(brokers, 2)
+        held: ServiceUnitStateData | None = None
+        flow: list[ServiceUnitStateData | None] = []
+        nv = next_version(held)
+        assigning = v(S.Assigning, a, None, nv)
+        owned = v(S.Owned, a, None, nv + 1)
+        flow += [assigning, owned]
+        kind = rng.random()
+        if kind < 0.45:  # transfer
+            flow += [v(S.Releasing, b, a, nv + 2), v(S.Assigning, b, a, nv + 3), v(S.Owned, b, a, nv + 4)]
+        elif kind < 0.75:  # unload and tombstone
+            flow += [v(S.Releasing, None, a, nv + 2), v(S.Free, None, a, nv + 3), None]
+        else:  # split and tombstone
+            flow += [v(S.Splitting, None, a, nv + 2), v(S.Deleted, None, a, nv + 3), None]
+        for offered in flow:
+            pairs.append((held, offered))
+            noise = rng.random()
+            if offered is not None and noise < 0.10:  # a racing duplicate at the same version
+                pairs.append((offered, offered.model_copy(update={"dst_broker": b})))
+            elif offered is not None and noise < 0.14:  # a lagging reader jumps versions
+                pairs.append((held, offered.model_copy(update={"version_id": offered.version_id + 3})))
+            elif held is not None and noise < 0.18:  # an assign on an owned bundle
+                pairs.append((held, v(S.Assigning, b, None, held.version_id + 1)))
+            elif held is not None and noise < 0.20:  # the leader's override
+                pairs.append((held, v(S.Owned, b, None, held.version_id + 1, force=True)))
+            elif held is not None and held.state is S.Owned and noise < 0.22:  # transfer to itself
+                pairs.append((held, v(S.Releasing, held.dst_broker, held.dst_broker, held.version_id + 1)))
+            held = offered
+    return pairs[:count]
+
+
+def _timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def bench_resolver(count: int) -> list[Figure]:
+    """``should_reject`` on value objects, and decode-then-decide on Pulsar JSON."""
+    pairs = realistic_pairs(count)
+
+    def loop_floor() -> None:
+        for prev, new in pairs:
+            (lambda p, n: False)(prev, new)
+
+    def decide_all() -> None:
+        for prev, new in pairs:
+            should_reject(prev, new)
+
+    mix: dict[str, int] = {}
+    for prev, new in pairs:
+        reason = resolve(prev, new).reason
+        mix[reason.value] = mix.get(reason.value, 0) + 1
+    floor = _timed(loop_floor)
+    decide = _timed(decide_all)
+    decide_store = _timed(lambda: [should_reject(p, n, StorageType.MetadataStore) for p, n in pairs])
+    figures = [
+        Figure("should_reject, system topic (value objects)", count, decide, "loop floor", floor,
+               {"mix": dict(sorted(mix.items()))}),
+        Figure("should_reject, metadata store (value objects)", count, decide_store, "loop floor", floor),
+    ]
+
+    encoded = [(p.to_json() if p else None, n.to_json() if n else None) for p, n in pairs]
+    decode = ServiceUnitStateData.model_validate_json
+
+    def json_floor() -> None:
+        for p, n in encoded:
+            if p is not None:
+                json.loads(p)
+            if n is not None:
+                json.loads(n)
+
+    def decode_and_decide() -> None:
+        for p, n in encoded:
+            should_reject(decode(p) if p is not None else None, decode(n) if n is not None else None)
+
+    figures.append(
+        Figure("decode 2 Pulsar JSON values + should_reject", count, _timed(decode_and_decide),
+               "json.loads floor", _timed(json_floor))
+    )
+    # An auditor decodes each record once and folds it against the value it already holds.
+    records = [n for _, n in encoded]
+
+    def audit_fold() -> None:
+        held: ServiceUnitStateData | None = None
+        for text in records:
+            value = decode(text) if text is not None else None
+            if resolve(held, value).reason is not Reason.STALE_VERSION:
+                held = value
+
+    figures.append(Figure("decode 1 record + resolve (auditor's cost)", count, _timed(audit_fold),
+                          "json.loads floor", _timed(lambda: [json.loads(t) for t in records if t is not None])))
+    return figures
+
+
+BENCHMARKS: dict[str, Callable[[int], list[Figure]]] = {"resolver": bench_resolver}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m statechan.bench", description=__doc__)
+    parser.add_argument("--only", choices=sorted(BENCHMARKS), action="append", help="run only these benchmarks")
+    parser.add_argument("--pairs", type=int, default=1_000_000, help="resolver pairs (default 1,000,000)")
+    parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    args = parser.parse_args(argv)
+    if args.pairs < 1:
+        parser.error("--pairs must be at least 1")
+    info = machine()
+    print(f"machine: {info['cpu']}, {info['cores']} cores, {info['implementation']} {info['python']}")
+    print(f"command: python -m statechan.bench {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip())
+    results: dict[str, list[dict[str, object]]] = {}
+    for name in args.only or sorted(BENCHMARKS):
+        print(f"\n[{name}]")
+        figures = BENCHMARKS[name](args.pairs)
+        for figure in figures:
+            print(figure.line())
+            for key, value in figure.notes.items():
+                print(f"    {key}: {value}")
+        results[name] = [asdict(f) | {"rate": f.rate, "ratio": f.ratio} for f in figures]
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as out:
+            json.dump({"machine": info, "results": results}, out, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
