@@ -122,12 +122,13 @@ _NO_PREV = ServiceUnitStateData.model_construct(state=ServiceUnitState.Init)
 """Stands in for a missing previous value in broker checks (its brokers are null)."""
 
 
-def _decide(
+def decide(
     rules: StorageRules,
     prev: ServiceUnitStateData | None,
     new: ServiceUnitStateData | None,
-    check_brokers: bool,
+    check_brokers: bool = True,
 ) -> Verdict:
+    """The resolver itself, on compiled rules (see :func:`rules_for`); stores call this directly."""
     if new is None:
         return _VERDICT[Reason.ACCEPTED_TOMBSTONE]
     if rules.versioned:
@@ -166,6 +167,15 @@ def _rules_for(storage: StorageType, model: str | Path | ProtocolModel | None) -
 _DEFAULT_RULES = {storage: _rules_for(storage, None) for storage in StorageType}
 
 
+def rules_for(storage: StorageType, model: str | Path | ProtocolModel | None = None) -> StorageRules:
+    """The compiled rules the resolver applies (the default model's are cached)."""
+    if model is None:
+        rules = _DEFAULT_RULES.get(storage)
+        if rules is not None:
+            return rules
+    return _rules_for(storage, model)
+
+
 def resolve(
     prev: ServiceUnitStateData | None,
     new: ServiceUnitStateData | None,
@@ -179,10 +189,7 @@ def resolve(
     ``Long`` wrap-around, and a gap policy per storage); the metadata store's first-write rule;
     ``force``; the storage's transition table; the transition's broker checks.
     """
-    rules = _DEFAULT_RULES.get(storage) if model is None else None
-    if rules is None:
-        rules = _rules_for(storage, model)
-    return _decide(rules, prev, new, check_brokers)
+    return decide(rules_for(storage, model), prev, new, check_brokers)
 
 
 def should_reject(
@@ -193,10 +200,7 @@ def should_reject(
     model: str | Path | ProtocolModel | None = None,
 ) -> bool:
     """Pulsar's ``shouldKeepLeft(prev, new)``: true keeps ``prev`` and rejects ``new``."""
-    rules = _DEFAULT_RULES.get(storage) if model is None else None
-    if rules is None:
-        rules = _rules_for(storage, model)
-    return _decide(rules, prev, new, check_brokers).reason not in _ACCEPTING
+    return decide(rules_for(storage, model), prev, new, check_brokers).reason not in _ACCEPTING
 
 
 def fold(
@@ -206,9 +210,9 @@ def fold(
     model: str | Path | ProtocolModel | None = None,
 ) -> ServiceUnitStateData | None:
     """The value a reader holds after offering ``values`` in order, starting from ``start``."""
-    rules = _rules_for(storage, model)
+    rules = rules_for(storage, model)
     held = start
     for value in values:
-        if _decide(rules, held, value, True).reason in _ACCEPTING:
+        if decide(rules, held, value, True).reason in _ACCEPTING:
             held = value
     return held
