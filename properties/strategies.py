@@ -43,3 +43,31 @@ def values(draw: st.DrawFn, version: st.SearchStrategy[int] = versions) -> Servi
 
 
 optional_values = st.one_of(st.none(), values())
+
+
+KEYS = ("pulsar/p/0x00000000_0x7fffffff", "pulsar/p/0x7fffffff_0xffffffff", "pulsar/q/0x00000000_0xffffffff")
+channel_states = st.sampled_from([s for s in ServiceUnitState if s is not ServiceUnitState.Init])
+
+
+@st.composite
+def channel_values(draw: st.DrawFn, max_version: int = 12) -> ServiceUnitStateData:
+    """Values a channel writes: never state Init (a deletion is a tombstone), small versions."""
+    state = draw(channel_states)
+    dst = draw(st.one_of(st.none(), st.sampled_from(BROKERS)))
+    src = draw(st.one_of(st.none(), st.sampled_from(BROKERS)))
+    if state is not ServiceUnitState.Free and dst is None and src is None:
+        dst = draw(st.sampled_from(BROKERS))
+    return ServiceUnitStateData(
+        state=state,
+        dst_broker=dst,
+        source_broker=src,
+        force=draw(st.booleans()),
+        timestamp=draw(st.integers(min_value=0, max_value=10_000)),
+        version_id=draw(st.integers(min_value=1, max_value=max_version)),
+    )
+
+
+records = st.tuples(st.sampled_from(KEYS), st.one_of(st.none(), channel_values()))
+"""A (key, value-or-tombstone) record of the channel."""
+logs = st.lists(records, max_size=30)
+tombstone_free_logs = st.lists(st.tuples(st.sampled_from(KEYS), channel_values()), max_size=30)

@@ -143,8 +143,14 @@ def bench_resolver(count: int) -> list[Figure]:
     decide = _timed(decide_all)
     decide_store = _timed(lambda: [should_reject(p, n, StorageType.MetadataStore) for p, n in pairs])
     figures = [
-        Figure("should_reject, system topic (value objects)", count, decide, "loop floor", floor,
-               {"mix": dict(sorted(mix.items()))}),
+        Figure(
+            "should_reject, system topic (value objects)",
+            count,
+            decide,
+            "loop floor",
+            floor,
+            {"mix": dict(sorted(mix.items()))},
+        ),
         Figure("should_reject, metadata store (value objects)", count, decide_store, "loop floor", floor),
     ]
 
@@ -163,8 +169,13 @@ def bench_resolver(count: int) -> list[Figure]:
             should_reject(decode(p) if p is not None else None, decode(n) if n is not None else None)
 
     figures.append(
-        Figure("decode 2 Pulsar JSON values + should_reject", count, _timed(decode_and_decide),
-               "json.loads floor", _timed(json_floor))
+        Figure(
+            "decode 2 Pulsar JSON values + should_reject",
+            count,
+            _timed(decode_and_decide),
+            "json.loads floor",
+            _timed(json_floor),
+        )
     )
     # An auditor decodes each record once and folds it against the value it already holds.
     records = [n for _, n in encoded]
@@ -176,8 +187,15 @@ def bench_resolver(count: int) -> list[Figure]:
             if resolve(held, value).reason is not Reason.STALE_VERSION:
                 held = value
 
-    figures.append(Figure("decode 1 record + resolve (auditor's cost)", count, _timed(audit_fold),
-                          "json.loads floor", _timed(lambda: [json.loads(t) for t in records if t is not None])))
+    figures.append(
+        Figure(
+            "decode 1 record + resolve (auditor's cost)",
+            count,
+            _timed(audit_fold),
+            "json.loads floor",
+            _timed(lambda: [json.loads(t) for t in records if t is not None]),
+        )
+    )
     return figures
 
 

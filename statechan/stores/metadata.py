@@ -1,0 +1,310 @@
+"""An in-process versioned metadata store with ZooKeeper's semantics, as Pulsar's metadata layer
+exposes them: versioned nodes, compare-and-set writes, per-client notifications, sessions that can
+be lost and re-established, and ephemeral nodes that vanish with their session.
+
+Writes are linearizable (applied at once, in call order). Notifications are queued per client and
+delivered only when the caller says so, so a test or the simulator decides who learns what when.
+A client whose session is lost gets no notifications until it reconnects: that is the gap the
+session-loss bugs (#24478) live in.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from statechan.clock import Clock, ManualClock
+
+
+class StoreError(Exception):
+    """Base of the store's failures (Pulsar's ``MetadataStoreException`` family)."""
+
+
+class NoNodeError(StoreError):
+    pass
+
+
+class NodeExistsError(StoreError):
+    pass
+
+
+class BadVersionError(StoreError):
+    """A compare-and-set found another version than expected."""
+
+
+class SessionExpiredError(StoreError):
+    """The client's session is lost; it must reconnect before it can read or write."""
+
+
+class NodeEvent(enum.Enum):
+    Created = "Created"
+    Modified = "Modified"
+    Deleted = "Deleted"
+
+
+class SessionEvent(enum.Enum):
+    SessionLost = "SessionLost"
+    SessionReestablished = "SessionReestablished"
+
+
+@dataclass(frozen=True, slots=True)
+class Stat:
+    """A node's metadata: its data version (0 when created) and the session owning it, if ephemeral."""
+
+    version: int
+    ephemeral_owner: int | None
+    created_zxid: int
+    modified_zxid: int
+    modified_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """A change to ``path``; the listener reads the node again to learn its value, as Pulsar does."""
+
+    event: NodeEvent
+    path: str
+    zxid: int
+
+
+NodeListener = Callable[[Notification], None]
+SessionListener = Callable[[SessionEvent], None]
+
+
+@dataclass(slots=True)
+class _Node:
+    data: bytes
+    stat: Stat
+
+
+def _parent(path: str) -> str:
+    return path.rsplit("/", 1)[0] or "/"
+
+
+def _check_path(path: str) -> None:
+    if not path.startswith("/") or (path != "/" and path.endswith("/")) or "//" in path:
+        raise ValueError(f"not a metadata path: {path!r} (absolute, no trailing or double slash)")
+
+
+class MetadataStore:
+    """The store itself; brokers talk to it through a :class:`StoreClient` each."""
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.clock: Clock = clock if clock is not None else ManualClock()
+        self._nodes: dict[str, _Node] = {}
+        self._children: dict[str, set[str]] = {}
+        self._clients: list[StoreClient] = []
+        self._zxid = 0
+        self._next_session = 1
+
+    def connect(self, name: str) -> StoreClient:
+        """A new client with a new session."""
+        client = StoreClient(self, name, self._new_session())
+        self._clients.append(client)
+        return client
+
+    def _new_session(self) -> int:
+        session = self._next_session
+        self._next_session += 1
+        return session
+
+    @property
+    def zxid(self) -> int:
+        """The id of the last change (ZooKeeper's transaction id)."""
+        return self._zxid
+
+    def paths(self) -> list[str]:
+        return sorted(self._nodes)
+
+    def dump(self) -> dict[str, tuple[bytes, Stat]]:
+        """Every node's data and stat (for checks and captures)."""
+        return {path: (node.data, node.stat) for path, node in sorted(self._nodes.items())}
+
+    # -- operations, applied at once -------------------------------------------------------
+    def _get(self, path: str) -> tuple[bytes, Stat] | None:
+        node = self._nodes.get(path)
+        return None if node is None else (node.data, node.stat)
+
+    def _children_of(self, path: str) -> list[str]:
+        return sorted(self._children.get(path, ()))
+
+    def _create(self, path: str, data: bytes, ephemeral_owner: int | None) -> Stat:
+        _check_path(path)
+        if path in self._nodes:
+            raise NodeExistsError(path)
+        self._zxid += 1
+        stat = Stat(0, ephemeral_owner, self._zxid, self._zxid, self.clock.now_ms())
+        self._nodes[path] = _Node(data, stat)
+        child = path
+        while child != "/":
+            parent = _parent(child)
+            self._children.setdefault(parent, set()).add(child.rsplit("/", 1)[1])
+            child = parent
+        self._notify(NodeEvent.Created, path)
+        return stat
+
+    def _set(self, path: str, data: bytes, expected_version: int | None) -> Stat:
+        node = self._nodes.get(path)
+        if node is None:
+            raise NoNodeError(path)
+        if expected_version is not None and expected_version != node.stat.version:
+            raise BadVersionError(f"{path}: expected version {expected_version}, found {node.stat.version}")
+        self._zxid += 1
+        old = node.stat
+        node.stat = Stat(old.version + 1, old.ephemeral_owner, old.created_zxid, self._zxid, self.clock.now_ms())
+        node.data = data
+        self._notify(NodeEvent.Modified, path)
+        return node.stat
+
+    def _delete(self, path: str, expected_version: int | None) -> None:
+        node = self._nodes.get(path)
+        if node is None:
+            raise NoNodeError(path)
+        if expected_version is not None and expected_version != node.stat.version:
+            raise BadVersionError(f"{path}: expected version {expected_version}, found {node.stat.version}")
+        self._zxid += 1
+        del self._nodes[path]
+        child = path
+        while child != "/":
+            parent = _parent(child)
+            siblings = self._children.get(parent)
+            if siblings is not None:
+                siblings.discard(child.rsplit("/", 1)[1])
+            # an implicit parent with no data node and no children disappears too
+            if parent in self._nodes or self._children.get(parent):
+                break
+            self._children.pop(parent, None)
+            child = parent
+        self._notify(NodeEvent.Deleted, path)
+
+    def _notify(self, event: NodeEvent, path: str) -> None:
+        notification = Notification(event, path, self._zxid)
+        for client in self._clients:
+            if client.connected and not client.closed:
+                client._queue.append(notification)
+
+    def _expire(self, client: StoreClient) -> None:
+        owned = [p for p, n in self._nodes.items() if n.stat.ephemeral_owner == client.session_id]
+        for path in owned:
+            self._delete(path, None)
+
+
+class StoreClient:
+    """One broker's connection: reads, writes, listeners and a queue of undelivered events."""
+
+    def __init__(self, store: MetadataStore, name: str, session_id: int) -> None:
+        self.store = store
+        self.name = name
+        self.session_id = session_id
+        self.connected = True
+        self.closed = False
+        self._queue: deque[Notification | SessionEvent] = deque()
+        self._node_listeners: list[NodeListener] = []
+        self._session_listeners: list[SessionListener] = []
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "connected" if self.connected else "session lost"
+        return f"StoreClient({self.name!r}, session {self.session_id}, {state})"
+
+    def _live(self) -> None:
+        if self.closed:
+            raise SessionExpiredError(f"client {self.name} is closed")
+        if not self.connected:
+            raise SessionExpiredError(f"client {self.name}: session {self.session_id} is lost")
+
+    def get(self, path: str) -> tuple[bytes, Stat] | None:
+        self._live()
+        return self.store._get(path)
+
+    def children(self, path: str) -> list[str]:
+        self._live()
+        return self.store._children_of(path)
+
+    def create(self, path: str, data: bytes, ephemeral: bool = False) -> Stat:
+        self._live()
+        return self.store._create(path, data, self.session_id if ephemeral else None)
+
+    def set(self, path: str, data: bytes, expected_version: int | None = None) -> Stat:
+        self._live()
+        return self.store._set(path, data, expected_version)
+
+    def put(self, path: str, data: bytes, expected_version: int | None = None, ephemeral: bool = False) -> Stat:
+        """Pulsar's ``MetadataStore.put``: ``expected_version`` -1 = must not exist, ``None`` = any."""
+        self._live()
+        if expected_version == -1:
+            return self.store._create(path, data, self.session_id if ephemeral else None)
+        if expected_version is None and self.store._get(path) is None:
+            return self.store._create(path, data, self.session_id if ephemeral else None)
+        return self.store._set(path, data, expected_version)
+
+    def delete(self, path: str, expected_version: int | None = None) -> None:
+        self._live()
+        self.store._delete(path, expected_version)
+
+    # -- notifications -----------------------------------------------------------------------
+    def add_listener(self, listener: NodeListener) -> None:
+        self._node_listeners.append(listener)
+
+    def add_session_listener(self, listener: SessionListener) -> None:
+        self._session_listeners.append(listener)
+
+    @property
+    def pending(self) -> int:
+        """Events queued for this client and not yet delivered."""
+        return len(self._queue)
+
+    def peek(self) -> Notification | SessionEvent | None:
+        return self._queue[0] if self._queue else None
+
+    def deliver_next(self) -> Notification | SessionEvent | None:
+        """Hand the oldest queued event to the listeners; returns it (``None`` if none was queued)."""
+        if not self._queue:
+            return None
+        event = self._queue.popleft()
+        if isinstance(event, SessionEvent):
+            for session_listener in list(self._session_listeners):
+                session_listener(event)
+        else:
+            for listener in list(self._node_listeners):
+                listener(event)
+        return event
+
+    def deliver_all(self) -> int:
+        count = 0
+        while self.deliver_next() is not None:
+            count += 1
+        return count
+
+    # -- sessions ------------------------------------------------------------------------------
+    def expire_session(self) -> None:
+        """The session is lost: its ephemeral nodes go, its queued node events are dropped, and a
+        ``SessionLost`` event waits for delivery."""
+        if self.closed or not self.connected:
+            return
+        self.connected = False
+        self._queue = deque(e for e in self._queue if isinstance(e, SessionEvent))
+        self.store._expire(self)
+        self._queue.append(SessionEvent.SessionLost)
+
+    def reconnect(self) -> None:
+        """A new session; a ``SessionReestablished`` event waits for delivery."""
+        if self.closed:
+            raise SessionExpiredError(f"client {self.name} is closed")
+        if self.connected:
+            return
+        self.session_id = self.store._new_session()
+        self.connected = True
+        self._queue.append(SessionEvent.SessionReestablished)
+
+    def close(self) -> None:
+        """Close the client: ephemeral nodes go, nothing more is delivered."""
+        if self.closed:
+            return
+        if self.connected:
+            self.store._expire(self)
+        self.closed = True
+        self.connected = False
+        self._queue.clear()
+        self.store._clients.remove(self)
