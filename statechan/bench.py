@@ -199,13 +199,140 @@ def bench_resolver(count: int) -> list[Figure]:
     return figures
 
 
-BENCHMARKS: dict[str, Callable[[int], list[Figure]]] = {"resolver": bench_resolver}
+def realistic_log(count: int, bundles: int = 10_000, seed: int = 11) -> list[tuple[str, ServiceUnitStateData | None]]:
+    """``count`` channel records from ``bundles`` bundles moving through their flows, interleaved.
+
+    Each bundle cycles assign -> (transfer | unload + tombstone | transfer ...); about one record in
+    ten is a racing duplicate at a taken version, as two brokers assigning at once produce.
+    """
+    rng = random.Random(seed)
+    brokers = [f"broker-{i}.example.com:8080" for i in range(8)]
+    keys = [
+        f"tenant-{i % 50}/ns-{i % 997}/0x{i * 4096 % 2**32:08x}_0x{(i * 4096 + 4096) % 2**32:08x}"
+        for i in range(bundles)
+    ]
+    flows: dict[str, list[ServiceUnitStateData | None]] = {}
+    owner: dict[str, str | None] = dict.fromkeys(keys)
+    version: dict[str, int] = dict.fromkeys(keys, 0)
+    log: list[tuple[str, ServiceUnitStateData | None]] = []
+    clock = 0
+
+    def step(key: str) -> list[ServiceUnitStateData | None]:
+        held_owner, v = owner[key], version[key]
+        a = rng.choice(brokers)
+        if held_owner is None:
+            owner[key], version[key] = a, 2
+            return [
+                ServiceUnitStateData(state=S.Assigning, dst_broker=a, version_id=1, timestamp=clock),
+                ServiceUnitStateData(state=S.Owned, dst_broker=a, version_id=2, timestamp=clock),
+            ]
+        if rng.random() < 0.6 and a != held_owner:
+            owner[key], version[key] = a, v + 3
+            return [
+                ServiceUnitStateData(
+                    state=S.Releasing, dst_broker=a, source_broker=held_owner, version_id=v + 1, timestamp=clock
+                ),
+                ServiceUnitStateData(
+                    state=S.Assigning, dst_broker=a, source_broker=held_owner, version_id=v + 2, timestamp=clock
+                ),
+                ServiceUnitStateData(
+                    state=S.Owned, dst_broker=a, source_broker=held_owner, version_id=v + 3, timestamp=clock
+                ),
+            ]
+        owner[key], version[key] = None, 0
+        return [
+            ServiceUnitStateData(state=S.Releasing, source_broker=held_owner, version_id=v + 1, timestamp=clock),
+            ServiceUnitStateData(state=S.Free, source_broker=held_owner, version_id=v + 2, timestamp=clock),
+            None,
+        ]
+
+    while len(log) < count:
+        clock += 1
+        key = keys[rng.randrange(bundles)]
+        queue = flows.get(key)
+        if not queue:
+            queue = flows[key] = step(key)
+        value = queue.pop(0)
+        log.append((key, value))
+        if value is not None and rng.random() < 0.1:
+            log.append((key, value.model_copy(update={"dst_broker": rng.choice(brokers)})))
+    return log[:count]
+
+
+def bench_replay(count: int) -> list[Figure]:
+    """One system-topic reader folding a long log into its view, and compaction of that log."""
+    from statechan.stores import SystemTopicTableView, Topic
+
+    log = realistic_log(count)
+    topic = Topic()
+    for key, value in log:
+        topic.publish(key, value)
+
+    def last_value_wins() -> None:
+        data: dict[str, object] = {}
+        for message in topic:
+            if message.payload is None:
+                data.pop(message.key, None)
+            else:
+                data[message.key] = message._value
+
+    view = SystemTopicTableView(topic, "bench")
+    replay = _timed(view.start)
+    floor = _timed(last_value_wins)
+    figures = [
+        Figure(
+            "topic replay: one reader folds the log",
+            count,
+            replay,
+            "last-value-wins dict loop",
+            floor,
+            {"keys": len(view), "rejected": sum(view.stats.rejected.values())},
+        )
+    ]
+
+    raw = Topic()
+    for message in topic:
+        raw.publish_raw(message.key, message.payload, publish_time=message.publish_time)
+    cold_view = SystemTopicTableView(raw, "bench-cold")
+    payloads = [m.payload for m in raw if m.payload]
+    figures.append(
+        Figure(
+            "topic replay, decoding every payload (cold)",
+            count,
+            _timed(cold_view.start),
+            "json.loads of the payloads",
+            _timed(lambda: [json.loads(p) for p in payloads]),
+        )
+    )
+
+    def last_value_per_key() -> None:
+        latest: dict[str, object] = {}
+        for message in topic:
+            latest[message.key] = message
+
+    compaction = _timed(topic.compact)
+    figures.append(
+        Figure(
+            "strategic compaction of the whole log",
+            count,
+            compaction,
+            "last-value-per-key dict",
+            _timed(last_value_per_key),
+            {"kept keys": len(topic.compacted)},
+        )
+    )
+    return figures
+
+
+BENCHMARKS: dict[str, Callable[[int], list[Figure]]] = {"resolver": bench_resolver, "replay": bench_replay}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m statechan.bench", description=__doc__)
     parser.add_argument("--only", choices=sorted(BENCHMARKS), action="append", help="run only these benchmarks")
-    parser.add_argument("--pairs", type=int, default=1_000_000, help="resolver pairs (default 1,000,000)")
+    parser.add_argument(
+        "--pairs", type=int, default=1_000_000, help="resolver pairs / log records per benchmark (default 1,000,000)"
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args(argv)
     if args.pairs < 1:

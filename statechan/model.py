@@ -48,6 +48,8 @@ class BrokerCheck(enum.Enum):
     SAME_SRC = "same-src"
     """The source is unchanged."""
 
+    __hash__ = object.__hash__
+
     def __str__(self) -> str:
         return self.value
 

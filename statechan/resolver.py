@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from statechan.model import BrokerCheck, ProtocolModel, StorageRules, load_model
@@ -43,6 +43,8 @@ class Reason(enum.Enum):
     BROKER_MISMATCH = "broker-mismatch"
     """The transition is valid but the brokers break one of its checks."""
 
+    __hash__ = object.__hash__
+
     @property
     def accepted(self) -> bool:
         return self in _ACCEPTING
@@ -68,14 +70,14 @@ class Verdict:
 
     reason: Reason
     check: BrokerCheck | None = None
+    accepted: bool = field(init=False, compare=False, repr=False)
 
-    @property
-    def accepted(self) -> bool:
-        return self.reason in _ACCEPTING
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "accepted", self.reason in _ACCEPTING)
 
     @property
     def rejected(self) -> bool:
-        return self.reason not in _ACCEPTING
+        return not self.accepted
 
     def __str__(self) -> str:
         word = "accepted" if self.accepted else "rejected"
@@ -85,6 +87,15 @@ class Verdict:
 
 _VERDICT = {reason: Verdict(reason) for reason in Reason}
 _MISMATCH = {check: Verdict(Reason.BROKER_MISMATCH, check) for check in BrokerCheck}
+_ACCEPTED = _VERDICT[Reason.ACCEPTED]
+_ACCEPTED_TOMBSTONE = _VERDICT[Reason.ACCEPTED_TOMBSTONE]
+_ACCEPTED_VERSION_GAP = _VERDICT[Reason.ACCEPTED_VERSION_GAP]
+_ACCEPTED_FORCED = _VERDICT[Reason.ACCEPTED_FORCED]
+_ACCEPTED_FIRST_WRITE = _VERDICT[Reason.ACCEPTED_FIRST_WRITE]
+_STALE_VERSION = _VERDICT[Reason.STALE_VERSION]
+_VERSION_GAP_REJECTED = _VERDICT[Reason.VERSION_GAP_REJECTED]
+_FIRST_WRITE_NOT_V1 = _VERDICT[Reason.FIRST_WRITE_NOT_V1]
+_INVALID_TRANSITION = _VERDICT[Reason.INVALID_TRANSITION]
 
 
 _DST_BLANK = BrokerCheck.DST_BLANK
@@ -130,32 +141,32 @@ def decide(
 ) -> Verdict:
     """The resolver itself, on compiled rules (see :func:`rules_for`); stores call this directly."""
     if new is None:
-        return _VERDICT[Reason.ACCEPTED_TOMBSTONE]
+        return _ACCEPTED_TOMBSTONE
     if rules.versioned:
         if prev is not None:
             held, offered = prev.version_id, new.version_id
             if not (held == LONG_MAX and offered == LONG_MIN):
                 if held >= offered:
-                    return _VERDICT[Reason.STALE_VERSION]
+                    return _STALE_VERSION
                 if held < offered - 1:
                     if rules.gap_accepted:
-                        return _VERDICT[Reason.ACCEPTED_VERSION_GAP]
-                    return _VERDICT[Reason.VERSION_GAP_REJECTED]
+                        return _ACCEPTED_VERSION_GAP
+                    return _VERSION_GAP_REJECTED
         elif rules.first_write_version is not None:
             if new.version_id == rules.first_write_version:
-                return _VERDICT[Reason.ACCEPTED_FIRST_WRITE]
-            return _VERDICT[Reason.FIRST_WRITE_NOT_V1]
+                return _ACCEPTED_FIRST_WRITE
+            return _FIRST_WRITE_NOT_V1
     if new.force and rules.force:
-        return _VERDICT[Reason.ACCEPTED_FORCED]
+        return _ACCEPTED_FORCED
     checks = rules.edges.get((_Init if prev is None else prev.state, new.state))
     if checks is None:
-        return _VERDICT[Reason.INVALID_TRANSITION]
+        return _INVALID_TRANSITION
     if check_brokers and checks:
         held_value = _NO_PREV if prev is None else prev
         for check in checks:
             if not check_holds(check, held_value, new):
                 return _MISMATCH[check]
-    return _VERDICT[Reason.ACCEPTED]
+    return _ACCEPTED
 
 
 def _rules_for(storage: StorageType, model: str | Path | ProtocolModel | None) -> StorageRules:
@@ -200,7 +211,7 @@ def should_reject(
     model: str | Path | ProtocolModel | None = None,
 ) -> bool:
     """Pulsar's ``shouldKeepLeft(prev, new)``: true keeps ``prev`` and rejects ``new``."""
-    return decide(rules_for(storage, model), prev, new, check_brokers).reason not in _ACCEPTING
+    return not decide(rules_for(storage, model), prev, new, check_brokers).accepted
 
 
 def fold(
@@ -213,6 +224,6 @@ def fold(
     rules = rules_for(storage, model)
     held = start
     for value in values:
-        if decide(rules, held, value, True).reason in _ACCEPTING:
+        if decide(rules, held, value, True).accepted:
             held = value
     return held

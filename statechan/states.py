@@ -19,6 +19,10 @@ class ServiceUnitState(enum.Enum):
     Splitting = "Splitting"
     Deleted = "Deleted"
 
+    # Members are singletons, so identity hashing agrees with equality; it is C-level, where
+    # Enum's own __hash__ is a Python call on every dict lookup in the resolver's hot path.
+    __hash__ = object.__hash__
+
     def __str__(self) -> str:
         return self.value
 
@@ -28,6 +32,8 @@ class StorageType(enum.Enum):
 
     SystemTopic = "SystemTopic"
     MetadataStore = "MetadataStore"
+
+    __hash__ = object.__hash__
 
     def __str__(self) -> str:
         return self.value
