@@ -7,12 +7,14 @@ module validates it and compiles it into the lookup tables everything else reads
 
 from __future__ import annotations
 
+import copy
 import enum
 import functools
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -333,12 +335,81 @@ def _format_error(origin: str, error: ValidationError) -> str:
     return "\n".join(lines)
 
 
+def _builtin_path(name: str) -> Path | None:
+    for directory in _builtin_dirs():
+        path = directory / f"{name}.toml"
+        if path.is_file():
+            return path
+    return None
+
+
+def _edge_storages(edge: dict[str, Any], model_storages: list[str]) -> list[str]:
+    return list(edge.get("storages") or model_storages)
+
+
+def _apply_variant(data: dict[str, Any], origin: str, depth: int = 0) -> dict[str, Any]:
+    """Merge a variant file (``variant_of = "<built-in>"``) over its base model's data.
+
+    A variant may replace top-level keys, merge ``[resolver]`` keys, add ``[[transitions]]`` and
+    ``[[overrides]]``, and remove edges (``[[drop_transitions]]`` with ``from``, ``to`` and
+    optional ``storages``) and flows (``drop_flows``).
+    """
+    base_name = data["variant_of"]
+    base_path = _builtin_path(str(base_name))
+    if base_path is None or depth > 4:
+        raise ModelError(f"{origin}: variant_of: no built-in model {base_name!r} to derive from")
+    base = tomllib.loads(base_path.read_text(encoding="utf-8"))
+    if "variant_of" in base:
+        base = _apply_variant(base, str(base_path), depth + 1)
+    merged = copy.deepcopy(base)
+    storages = list(merged.get("storages", ["SystemTopic"]))
+    for key, value in data.items():
+        if key in ("drop_transitions", "drop_flows", "transitions", "overrides"):
+            continue
+        if key == "resolver" and isinstance(value, dict):
+            resolver = merged.setdefault("resolver", {})
+            for rkey, rvalue in value.items():
+                if isinstance(rvalue, dict) and isinstance(resolver.get(rkey), dict):
+                    resolver[rkey] = {**resolver[rkey], **rvalue}
+                else:
+                    resolver[rkey] = rvalue
+        else:
+            merged[key] = value
+    for i, drop in enumerate(data.get("drop_transitions", [])):
+        if not isinstance(drop, dict) or "from" not in drop or "to" not in drop:
+            raise ModelError(f"{origin}: drop_transitions[{i}]: needs 'from' and 'to'")
+        gone = set(drop.get("storages") or storages)
+        found = False
+        kept = []
+        for edge in merged.get("transitions", []):
+            if edge.get("from") == drop["from"] and edge.get("to") == drop["to"]:
+                found = True
+                left = [s for s in _edge_storages(edge, storages) if s not in gone]
+                if left:
+                    kept.append({**edge, "storages": left})
+            else:
+                kept.append(edge)
+        if not found:
+            raise ModelError(f"{origin}: drop_transitions[{i}]: {drop['from']} -> {drop['to']} is not in {base_name}")
+        merged["transitions"] = kept
+    dropped_flows = set(data.get("drop_flows", []))
+    if dropped_flows:
+        merged["flows"] = [f for f in merged.get("flows", []) if f.get("name") not in dropped_flows]
+        for edge in merged.get("transitions", []) + merged.get("overrides", []):
+            edge["flows"] = [f for f in edge.get("flows", []) if f not in dropped_flows]
+    merged["transitions"] = merged.get("transitions", []) + list(data.get("transitions", []))
+    merged["overrides"] = merged.get("overrides", []) + list(data.get("overrides", []))
+    return merged
+
+
 def parse_model(text: str, origin: str = "<string>") -> ProtocolModel:
     """Validate a model given as TOML text; ``origin`` names it in error messages."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ModelError(f"{origin}: not valid TOML: {exc}") from None
+    if "variant_of" in data:
+        data = _apply_variant(data, origin)
     try:
         spec = ModelSpec.model_validate(data)
     except ValidationError as exc:
@@ -358,10 +429,9 @@ def load_model_file(path: str | Path) -> ProtocolModel:
 
 @functools.cache
 def _load_builtin(name: str) -> ProtocolModel:
-    for directory in _builtin_dirs():
-        path = directory / f"{name}.toml"
-        if path.is_file():
-            return load_model_file(path)
+    path = _builtin_path(name)
+    if path is not None:
+        return load_model_file(path)
     raise ModelError(f"no built-in model {name!r}; built-in models: {', '.join(builtin_model_names())}")
 
 

@@ -98,6 +98,8 @@ class MetadataStore:
         self._clients: list[StoreClient] = []
         self._zxid = 0
         self._next_session = 1
+        self.observers: list[Callable[[NodeEvent, str, bytes | None, Stat | None], None]] = []
+        """Called with every change as it is applied: (event, path, data or None, stat or None)."""
 
     def connect(self, name: str) -> StoreClient:
         """A new client with a new session."""
@@ -180,6 +182,9 @@ class MetadataStore:
         self._notify(NodeEvent.Deleted, path)
 
     def _notify(self, event: NodeEvent, path: str) -> None:
+        node = self._nodes.get(path)
+        for observer in self.observers:
+            observer(event, path, None if node is None else node.data, None if node is None else node.stat)
         notification = Notification(event, path, self._zxid)
         for client in self._clients:
             if client.connected and not client.closed:

@@ -8,7 +8,7 @@ call, so the caller (a test, the simulator, the model checker) chooses who sees 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,6 +112,8 @@ class Topic:
         self.compaction_threshold: int = COMPACTION_THRESHOLD
         self._bytes_since_horizon = 0
         self.compactions = 0
+        self.observers: list[Callable[[Message], None]] = []
+        """Called with every appended message (the simulator's trace)."""
 
     def __len__(self) -> int:
         return len(self._log)
@@ -146,6 +148,8 @@ class Topic:
     def _append(self, message: Message) -> None:
         self._log.append(message)
         self._bytes_since_horizon += len(message.payload or b"") + len(message.key)
+        for observer in self.observers:
+            observer(message)
 
     @property
     def compacted(self) -> tuple[Message, ...]:

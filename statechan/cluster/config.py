@@ -1,0 +1,127 @@
+"""Configuration of a simulated cluster: Pulsar's channel settings (Pulsar's names and defaults),
+the simulation's shape, and the switches that re-introduce historical bugs."""
+
+from __future__ import annotations
+
+import enum
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from statechan.model import DEFAULT_MODEL
+
+
+class StoreKind(enum.Enum):
+    """Which table view the brokers use; ``both`` runs the syncer between the two."""
+
+    system_topic = "system-topic"
+    metadata_store = "metadata-store"
+    both = "both"
+
+
+class PlacementKind(enum.Enum):
+    least_resource_usage = "least-resource-usage"
+    uniform = "uniform"
+
+
+MAX_CLEAN_UP_DELAY_TIME_IN_SECS = 180
+OWNERSHIP_CLEAN_UP_MAX_WAIT_TIME_IN_MILLIS = 5_000
+BUNDLE_SPLIT_RETRY_LIMIT = 7
+VERSION_ID_INIT = 1
+
+
+class ChannelConfig(BaseModel):
+    """The channel's settings, named and defaulted as in Pulsar's ``ServiceConfiguration``.
+
+    Python names are snake_case; Pulsar's names are accepted as aliases.
+    """
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
+
+    in_flight_wait_ms: int = Field(30_000, alias="loadBalancerInFlightServiceUnitStateWaitingTimeInMillis", gt=0)
+    monitor_interval_s: int = Field(60, alias="loadBalancerServiceUnitStateMonitorIntervalInSeconds", gt=0)
+    tombstone_delay_s: int = Field(3_600, alias="loadBalancerServiceUnitStateTombstoneDelayTimeInSeconds", ge=0)
+    multi_phase_unload: bool = Field(True, alias="loadBalancerMultiPhaseBundleUnload")
+    max_concurrent_overrides: int = Field(64, alias="loadBalancerServiceUnitStateMaxConcurrentOverrides", gt=0)
+    session_timeout_ms: int = Field(30_000, alias="zooKeeperSessionTimeoutMillis", gt=0)
+    unloading_timeout_ms: int = Field(60_000, alias="namespaceBundleUnloadingTimeoutMs", gt=0)
+
+    @model_validator(mode="after")
+    def _pulsar_constraints(self) -> ChannelConfig:
+        if self.tombstone_delay_s * 1000 < self.in_flight_wait_ms:
+            raise ValueError(
+                "loadBalancerServiceUnitStateTombstoneDelayTimeInSeconds "
+                f"({self.tombstone_delay_s} s) must not be shorter than "
+                f"loadBalancerInFlightServiceUnitStateWaitingTimeInMillis ({self.in_flight_wait_ms} ms); "
+                "Pulsar's channel refuses to start with it"
+            )
+        return self
+
+
+class Variant(BaseModel):
+    """Switches that put a fixed Pulsar bug back, each named by the PR that fixed it.
+
+    All off is the current protocol. The resolver bugs are protocol models (``model``).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str = Field(DEFAULT_MODEL, description="protocol model (a bug variant may name one)")
+    ignore_existing_assigning: bool = Field(
+        False, description="#25379: a restarted broker does not act on an Assigning addressed to it"
+    )
+    cleanup_without_retry: bool = Field(
+        False, description="#26520: cleanup overrides once and never re-checks a lost race"
+    )
+    assign_after_disable: bool = Field(
+        False, description="#26520: a lookup that chose a broker before it was disabled still assigns to it"
+    )
+    syncer_drops_deletions: bool = Field(
+        False, description="#25946: the syncer forwards a tombstone as put(null) and drops refused forwards"
+    )
+    store_retry_without_recheck: bool = Field(
+        False, description="#24186: a lost compare-and-set is retried without the resolver"
+    )
+    stale_after_session_loss: bool = Field(
+        False,
+        description="#24478: without a session a system-topic broker answers lookups from its view "
+        "unchecked, and re-registers without catching its view up first",
+    )
+
+    def label(self) -> str:
+        on = [name for name, field in Variant.model_fields.items() if name != "model" and getattr(self, name)]
+        base = self.model if self.model != DEFAULT_MODEL else "current"
+        return base + (" + " + ", ".join(on) if on else "")
+
+
+VARIANTS: dict[str, Variant] = {
+    "current": Variant(),
+    "20110": Variant(model="pulsar-4-bug-20110"),
+    "19546": Variant(model="pulsar-4-bug-19546"),
+    "25379": Variant(ignore_existing_assigning=True),
+    "26520": Variant(cleanup_without_retry=True, assign_after_disable=True),
+    "25946": Variant(syncer_drops_deletions=True),
+    "24186": Variant(store_retry_without_recheck=True),
+    "24478": Variant(stale_after_session_loss=True),
+}
+"""Named variants: the current protocol and one per historical bug (by PR number)."""
+
+
+class SimConfig(BaseModel):
+    """A simulated cluster: its shape, its store, its faults, and the channel settings."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    brokers: int = Field(3, ge=1, le=64)
+    namespaces: int = Field(1, ge=1)
+    bundles_per_namespace: int = Field(2, ge=1)
+    store: StoreKind = StoreKind.system_topic
+    placement: PlacementKind = PlacementKind.least_resource_usage
+    seed: int = 0
+    start_ms: int = Field(1_700_000_000_000, ge=0, description="the logical clock's start (epoch ms)")
+    channel: ChannelConfig = Field(default_factory=ChannelConfig)
+    variant: Variant = Field(default_factory=Variant)
+    trace_views: bool = Field(True, description="record each broker's view changes in the trace")
+    compaction_threshold: int = Field(5 * 1024 * 1024, ge=0)
+
+    def broker_ids(self) -> list[str]:
+        return [f"broker-{i}:8080" for i in range(1, self.brokers + 1)]

@@ -1,0 +1,322 @@
+"""Long seeded simulations: a workload (lookups, admin operations, faults) over simulated time,
+with racing deliveries chosen by the seeded generator, and a summary a person can read."""
+
+from __future__ import annotations
+
+import heapq
+import json
+import random
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from statechan.cluster.actions import (
+    Action,
+    Compact,
+    Crash,
+    Lookup,
+    LoseSession,
+    Reconnect,
+    Resign,
+    Restart,
+    Shutdown,
+    Split,
+    Tick,
+    Transfer,
+    Unload,
+    Wait,
+)
+from statechan.cluster.config import SimConfig
+from statechan.cluster.sim import ChannelState, Cluster
+from statechan.states import ServiceUnitState
+
+S = ServiceUnitState
+HOUR = 3_600_000
+
+
+class Workload(BaseModel):
+    """What happens to the cluster, as rates per simulated hour (Poisson arrivals)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    lookups_per_hour: float = Field(600.0, ge=0)
+    transfers_per_hour: float = Field(60.0, ge=0, description="load-shedding transfers (PIP-307)")
+    unloads_per_hour: float = Field(20.0, ge=0)
+    splits_per_hour: float = Field(2.0, ge=0)
+    crashes_per_hour: float = Field(0.5, ge=0)
+    shutdowns_per_hour: float = Field(0.2, ge=0)
+    session_losses_per_hour: float = Field(0.5, ge=0)
+    leader_changes_per_hour: float = Field(0.2, ge=0)
+    restart_after_ms: int = Field(120_000, ge=0, description="a crashed or stopped broker comes back after this")
+    reconnect_after_ms: int = Field(10_000, ge=0)
+    compaction_every_ms: int = Field(600_000, ge=0, description="0: only when the threshold says so")
+    settle_ms: int = Field(2 * HOUR, ge=0, description="fault-free time at the end, for everything to settle")
+    assign_all_at_start: bool = True
+
+
+@dataclass
+class RunSummary:
+    """What a simulation did and how it ended."""
+
+    seed: int
+    simulated_ms: int
+    actions: int
+    channel_records: int
+    counters: Counter[str]
+    ownership_moves: int
+    bundles: int
+    final_states: Counter[str]
+    bundles_per_broker: dict[str, int]
+    in_flight_ms: dict[str, float]
+    violations: list[str] = field(default_factory=list)
+    checked_steps: int = 0
+
+    def lines(self) -> list[str]:
+        hours = self.simulated_ms / HOUR
+        out = [
+            f"seed {self.seed}: {self.actions:,} actions over {hours:.1f} simulated hours; "
+            f"{self.channel_records:,} channel records",
+            f"bundles: {self.bundles}; final states: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(self.final_states.items())),
+            f"ownership moves: {self.ownership_moves}; crashes {self.counters['crash']}, restarts "
+            f"{self.counters['restart']}, shutdowns {self.counters['shutdown']}, session losses "
+            f"{self.counters['lose-session']}, leader changes {self.counters['resign']}, "
+            f"compactions {self.counters['compact']}",
+            "bundles per broker: " + ", ".join(f"{b} {n}" for b, n in sorted(self.bundles_per_broker.items())),
+        ]
+        if self.in_flight_ms:
+            out.append(
+                "time in flight (ms): " + ", ".join(f"{k} {v:,.0f}" for k, v in sorted(self.in_flight_ms.items()))
+            )
+        out.append(
+            f"invariants checked at {self.checked_steps:,} steps: "
+            + ("no violation" if not self.violations else f"{len(self.violations)} violation(s)")
+        )
+        out.extend(f"  {v}" for v in self.violations[:20])
+        return out
+
+
+StepCheck = Callable[[Cluster], list[str]]
+
+
+class Simulation:
+    """Drives a :class:`Cluster` with a :class:`Workload`; every choice comes from one seeded RNG."""
+
+    def __init__(self, config: SimConfig, workload: Workload | None = None) -> None:
+        self.config = config
+        self.workload = workload if workload is not None else Workload()
+        self.cluster = Cluster(config)
+        self.rng = random.Random(config.seed + 1)
+        self._events: list[tuple[int, int, str, str]] = []
+        self._seq = 0
+
+    def _at(self, when: int, kind: str, arg: str = "") -> None:
+        self._seq += 1
+        heapq.heappush(self._events, (when, self._seq, kind, arg))
+
+    def _schedule_next(self, kind: str, per_hour: float, start: int) -> None:
+        if per_hour > 0:
+            self._at(start + int(self.rng.expovariate(per_hour / HOUR)), kind)
+
+    def run(self, duration_ms: int, check: StepCheck | None = None, check_every: int = 1) -> RunSummary:
+        """Run the workload for ``duration_ms``, then ``settle_ms`` without faults."""
+        cluster, w = self.cluster, self.workload
+        start = cluster.clock.now_ms()
+        end = start + duration_ms
+        violations: list[str] = []
+        checked = 0
+        if w.assign_all_at_start:
+            for key in sorted(cluster.live_bundle_keys()):
+                self._at(start, "lookup", key)
+        for kind, rate in (
+            ("lookup", w.lookups_per_hour),
+            ("transfer", w.transfers_per_hour),
+            ("unload", w.unloads_per_hour),
+            ("split", w.splits_per_hour),
+            ("crash", w.crashes_per_hour),
+            ("shutdown", w.shutdowns_per_hour),
+            ("lose-session", w.session_losses_per_hour),
+            ("resign", w.leader_changes_per_hour),
+        ):
+            self._schedule_next(kind, rate, start)
+        if w.compaction_every_ms:
+            self._at(start + w.compaction_every_ms, "compact")
+        steps_since_check = 0
+
+        def after_step() -> None:
+            nonlocal steps_since_check, checked
+            steps_since_check += 1
+            if check is not None and steps_since_check >= check_every:
+                steps_since_check = 0
+                checked += 1
+                for problem in check(cluster):
+                    if len(violations) < 1000:
+                        violations.append(
+                            f"step {len(cluster.history)} t+{(cluster.clock.now_ms() - start) // 1000}s: {problem}"
+                        )
+
+        settle_until = end + w.settle_ms
+        while True:
+            self._drain(after_step)
+            next_event = self._events[0][0] if self._events else None
+            timer = cluster.next_timer()
+            horizon = settle_until if next_event is None else min(next_event, settle_until)
+            if timer is not None and timer.due <= horizon:
+                cluster.step(Tick())
+                after_step()
+                continue
+            if next_event is None or next_event > settle_until:
+                break
+            when, _, kind, arg = heapq.heappop(self._events)
+            if when > cluster.clock.now_ms():
+                cluster.step(Wait(when - cluster.clock.now_ms()))
+            faults_over = when >= end
+            self._external(kind, arg, faults_over, end)
+            after_step()
+        if settle_until > cluster.clock.now_ms():
+            cluster.step(Wait(settle_until - cluster.clock.now_ms()))
+        self._drain(after_step)
+        if check is not None:
+            checked += 1
+            violations.extend(f"end: {p}" for p in check(cluster))
+        return self._summary(start, violations, checked)
+
+    def _drain(self, after_step: Callable[[], None]) -> None:
+        cluster = self.cluster
+        while True:
+            work = list(cluster._work_actions())
+            if not work:
+                return
+            cluster.step(work[self.rng.randrange(len(work))] if len(work) > 1 else work[0])
+            after_step()
+
+    def _running(self) -> list[str]:
+        return sorted(
+            b for b, broker in self.cluster.brokers.items() if broker.alive and broker.channel is ChannelState.Started
+        )
+
+    def _external(self, kind: str, arg: str, faults_over: bool, end: int) -> None:
+        cluster, w, rng = self.cluster, self.workload, self.rng
+        now = cluster.clock.now_ms()
+        running = self._running()
+        rates = {
+            "lookup": w.lookups_per_hour,
+            "transfer": w.transfers_per_hour,
+            "unload": w.unloads_per_hour,
+            "split": w.splits_per_hour,
+            "crash": w.crashes_per_hour,
+            "shutdown": w.shutdowns_per_hour,
+            "lose-session": w.session_losses_per_hour,
+            "resign": w.leader_changes_per_hour,
+        }
+        if kind in rates and not arg and now < end:
+            self._schedule_next(kind, rates[kind], now)
+        action: Action | None = None
+        if kind == "lookup" and running:
+            key = arg or rng.choice(sorted(cluster.live_bundle_keys()))
+            if key in cluster.live_bundle_keys():
+                action = Lookup(rng.choice(running), key)
+        elif kind in ("transfer", "unload", "split") and running and not faults_over:
+            broker = cluster.brokers[rng.choice(running)]
+            owned = sorted(k for k, v in broker.view.items() if v.state is S.Owned and v.dst_broker)
+            if owned:
+                key = rng.choice(owned)
+                owner = broker.view.get(key).dst_broker  # type: ignore[union-attr]
+                if kind == "split":
+                    if owner in running and cluster.brokers[owner].view.get(key) == broker.view.get(key):
+                        action = Split(str(owner), key)
+                elif kind == "unload":
+                    action = Unload(broker.id, key)
+                else:
+                    others = [b for b in running if b != owner]
+                    if others:
+                        action = Transfer(broker.id, key, rng.choice(others))
+        elif kind in ("crash", "shutdown") and not faults_over and len(running) > 1:
+            victim = rng.choice(running)
+            action = Crash(victim) if kind == "crash" else Shutdown(victim)
+            self._at(now + w.restart_after_ms + (OWNERSHIP_WAIT if kind == "shutdown" else 0), "restart", victim)
+        elif kind == "restart":
+            if not cluster.brokers[arg].alive:
+                action = Restart(arg)
+            elif cluster.brokers[arg].shutting_down:
+                self._at(now + 1_000, "restart", arg)
+        elif kind == "lose-session" and not faults_over and running:
+            victim = rng.choice(running)
+            if cluster.brokers[victim].client.connected:
+                action = LoseSession(victim)
+                self._at(now + w.reconnect_after_ms, "reconnect", victim)
+        elif kind == "reconnect":
+            broker = cluster.brokers[arg]
+            if broker.alive and not broker.client.connected and not broker.client.closed:
+                action = Reconnect(arg)
+        elif kind == "resign" and not faults_over:
+            leader = cluster.leader()
+            if leader is not None and cluster.brokers[leader].alive:
+                action = Resign(leader)
+        elif kind == "compact":
+            if cluster.storage.value == "SystemTopic" and cluster.topic.compaction_enabled:
+                action = Compact()
+            if now < end + w.settle_ms:
+                self._at(now + w.compaction_every_ms, "compact")
+        if action is not None:
+            cluster.step(action)
+
+    def _summary(self, start: int, violations: list[str], checked: int) -> RunSummary:
+        cluster = self.cluster
+        reference = next((b for b in sorted(cluster.brokers) if cluster.brokers[b].alive), None)
+        view = cluster.brokers[reference].view.snapshot() if reference else {}
+        states = Counter(v.state.value for v in view.values())
+        states["Init (no record)"] = len(cluster.live_bundle_keys() - set(view))
+        per_broker = Counter(v.dst_broker or "-" for v in view.values() if v.state is S.Owned)
+        moves = 0
+        for record in cluster.trace:
+            value = record.get("value")
+            if record["kind"] == "channel" and isinstance(value, dict) and value.get("state") == "Owned":
+                moves += 1
+        return RunSummary(
+            seed=self.config.seed,
+            simulated_ms=cluster.clock.now_ms() - start,
+            actions=len(cluster.history),
+            channel_records=sum(1 for r in cluster.trace if r["kind"] == "channel"),
+            counters=Counter(cluster.counters),
+            ownership_moves=moves,
+            bundles=len(cluster.live_bundle_keys()),
+            final_states=states,
+            bundles_per_broker=dict(per_broker),
+            in_flight_ms=in_flight_durations(cluster.trace),
+            violations=violations,
+            checked_steps=checked,
+        )
+
+
+OWNERSHIP_WAIT = 5_000
+
+
+def in_flight_durations(trace: list[dict[str, object]]) -> dict[str, float]:
+    """Mean time a bundle spent in each in-flight state, from the channel records."""
+    entered: dict[str, tuple[str, int]] = {}
+    totals: Counter[str] = Counter()
+    counts: Counter[str] = Counter()
+    for record in trace:
+        if record["kind"] != "channel":
+            continue
+        key, value, when = str(record["key"]), record.get("value"), int(record["publish_time"])  # type: ignore[call-overload]
+        state = value.get("state") if isinstance(value, dict) else None
+        if key in entered and entered[key][0] != state:
+            previous, since = entered.pop(key)
+            totals[previous] += when - since
+            counts[previous] += 1
+        if state in ("Assigning", "Releasing", "Splitting") and key not in entered:
+            entered[key] = (str(state), when)
+    return {state: totals[state] / counts[state] for state in counts}
+
+
+def write_trace(trace: list[dict[str, object]], path: str | Path) -> int:
+    """Write trace records as JSON Lines; returns the number written."""
+    with open(path, "w", encoding="utf-8") as out:
+        for record in trace:
+            out.write(json.dumps(record, separators=(",", ":")) + "\n")
+    return len(trace)

@@ -1,0 +1,1106 @@
+"""The channel protocol on every broker, the leader's duties, and a deterministic cluster
+simulator that runs them over either table view.
+
+``Cluster`` is the one executable model the Hypothesis bench, the model checker and the trace
+generator drive: ``enabled_actions()`` lists what may happen next, ``step(action)`` makes it
+happen. Time, delivery order and randomness all come from the caller (the config's seed feeds
+the only random generator), so a run replays exactly from its seed and its list of actions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import heapq
+import json
+import random
+from collections import Counter, deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from statechan.clock import ManualClock
+from statechan.cluster.actions import (
+    Action,
+    Compact,
+    Crash,
+    Deliver,
+    Lookup,
+    LoseSession,
+    Notify,
+    Reconnect,
+    Resign,
+    Restart,
+    RunTask,
+    Shutdown,
+    Split,
+    SyncStore,
+    SyncTopic,
+    Tick,
+    Transfer,
+    Unload,
+    Wait,
+)
+from statechan.cluster.config import (
+    BUNDLE_SPLIT_RETRY_LIMIT,
+    MAX_CLEAN_UP_DELAY_TIME_IN_SECS,
+    OWNERSHIP_CLEAN_UP_MAX_WAIT_TIME_IN_MILLIS,
+    SimConfig,
+    StoreKind,
+)
+from statechan.cluster.placement import BrokerLoad, make_placement
+from statechan.keys import Bundle, namespace_bundles, parse_key
+from statechan.model import load_model
+from statechan.resolver import Verdict
+from statechan.states import ServiceUnitState, StorageType
+from statechan.stores.metadata import (
+    MetadataStore,
+    NodeEvent,
+    Notification,
+    SessionEvent,
+    SessionExpiredError,
+    Stat,
+    StoreClient,
+    StoreError,
+)
+from statechan.stores.syncer import SyncerMode, TableViewSyncer
+from statechan.stores.tableview import (
+    PATH_PREFIX,
+    Listener,
+    MetadataStoreTableView,
+    SystemTopicTableView,
+    TableView,
+    key_of,
+)
+from statechan.stores.topic import Message, Topic
+from statechan.values import VERSION_ID_INIT, ServiceUnitStateData, is_blank, next_version
+
+S = ServiceUnitState
+REGISTRY = "/loadbalance/brokers"
+LEADER = "/loadbalance/leader"
+SPLIT_METADATA = "/admin/local-policies"
+
+
+class ChannelState(enum.Enum):
+    """Pulsar's channel states (``Closed`` .. ``Disabled``)."""
+
+    Closed = 0
+    Constructed = 1
+    Started = 3
+    Disabled = 4
+
+
+class MetadataState(enum.Enum):
+    """The leader's reading of its own metadata session, for clean-up delays."""
+
+    Stable = "Stable"
+    Jittery = "Jittery"
+    Unstable = "Unstable"
+
+
+@dataclass(frozen=True)
+class Task:
+    """A follow-up a handler queued; the broker runs it as its own step (a crash point)."""
+
+    kind: str
+    key: str
+    data: ServiceUnitStateData | None
+    target: str | None = None
+
+    def describe(self) -> str:
+        return f"{self.kind} {self.key}" + (f" -> {self.target}" if self.target else "")
+
+
+@dataclass(frozen=True)
+class LookupAnswer:
+    """What a broker answered a client: an owner, nobody (``owner`` None), or an error."""
+
+    time: int
+    broker: str
+    bundle: str
+    owner: str | None
+    error: str | None
+    owner_registered: bool
+    deferred: bool
+
+
+@dataclass(order=True)
+class _Timer:
+    due: int
+    seq: int
+    kind: str = field(compare=False)
+    broker: str = field(compare=False)
+    incarnation: int = field(compare=False)
+    key: str = field(compare=False, default="")
+    cancelled: bool = field(compare=False, default=False)
+
+
+class Broker:
+    """One broker: its channel (handlers, lookups, tasks) and, when it leads, the leader's duties."""
+
+    def __init__(self, cluster: Cluster, broker_id: str, incarnation: int) -> None:
+        self.cluster = cluster
+        self.id = broker_id
+        self.incarnation = incarnation
+        self.alive = True
+        self.channel = ChannelState.Constructed
+        self.client: StoreClient = cluster.store.connect(f"{broker_id}#{incarnation}")
+        self.view: TableView
+        self.tasks: deque[Task] = deque()
+        self.pending_lookups: dict[str, int] = {}
+        self.leader_view: str | None = None
+        self.last_session_event = (SessionEvent.SessionReestablished, 0)
+        self.cleanup_jobs: dict[str, _Timer] = {}
+        self.closed_units: Counter[str] = Counter()
+        self.shutting_down = False
+        self.handled: Counter[str] = Counter()
+        self.client.add_listener(self._on_notification)
+        self.client.add_session_listener(self._on_session_event)
+
+    def __repr__(self) -> str:
+        life = "alive" if self.alive else "dead"
+        return f"Broker({self.id!r} #{self.incarnation}, {life}, {self.channel.name})"
+
+    # -- start -------------------------------------------------------------------------------------
+    def start(self) -> None:
+        cluster = self.cluster
+        self.register()
+        self._read_leader()
+        if cluster.config.store is StoreKind.metadata_store:
+            self.view = MetadataStoreTableView(
+                self.client,
+                self.id,
+                cluster.model,
+                retry_bad_version_without_recheck=cluster.config.variant.store_retry_without_recheck,
+            )
+        else:
+            topic_view = SystemTopicTableView(cluster.topic, self.id, cluster.model)
+            if cluster.config.trace_views:
+                topic_view.on_record(self._observe_record)
+            self.view = topic_view
+        tail: Listener = self.handle_event
+        if isinstance(self.view, MetadataStoreTableView) and cluster.config.trace_views:
+            tail = self._traced_event
+        self.view.start(tail=tail, existing=self.handle_existing, outdated=self.handle_invalidate)
+        self.channel = ChannelState.Started
+        if self.leader_view is None:
+            self.try_lead()
+
+    def register(self) -> None:
+        data = json.dumps({"broker": self.id, "incarnation": self.incarnation}).encode()
+        path = f"{REGISTRY}/{self.id}"
+        try:
+            if self.client.get(path) is None:
+                self.client.create(path, data, ephemeral=True)
+            else:  # #23298: register without a version check over the old session's node
+                self.client.set(path, data)
+        except StoreError:
+            pass
+
+    # -- views and registry ------------------------------------------------------------------------
+    def value(self, key: str) -> ServiceUnitStateData | None:
+        return self.view.get(key)
+
+    def is_registered(self, broker_id: str) -> bool | None:
+        """Whether ``broker_id`` is in the registry, as this broker can tell (None: it cannot)."""
+        try:
+            return self.client.get(f"{REGISTRY}/{broker_id}") is not None
+        except SessionExpiredError:
+            return None
+
+    def registered_brokers(self) -> list[str]:
+        try:
+            return sorted(self.client.children(REGISTRY))
+        except SessionExpiredError:
+            return []
+
+    @property
+    def is_leader(self) -> bool:
+        return self.alive and self.leader_view == self.id
+
+    def serving(self) -> set[str]:
+        """Bundles this broker believes it owns (its own view's owned set), if it is running."""
+        if not self.alive or self.channel not in (ChannelState.Started, ChannelState.Disabled):
+            return set()
+        return self.view.owned_service_units()
+
+    # -- publishing --------------------------------------------------------------------------------
+    def _data(
+        self,
+        state: S,
+        dst: str | None,
+        src: str | None,
+        version: int,
+        force: bool = False,
+        split: dict[str, str | None] | None = None,
+    ) -> ServiceUnitStateData:
+        return ServiceUnitStateData(
+            state=state,
+            dst_broker=dst,
+            source_broker=src,
+            version_id=version,
+            force=force,
+            timestamp=self.cluster.clock.now_ms(),
+            split_service_unit_to_dest_broker=split,
+        )
+
+    def publish(self, key: str, value: ServiceUnitStateData | None) -> None:
+        if value is None:
+            self.view.delete(key)
+        else:
+            self.view.put(key, value)
+
+    # -- the tail listener: Pulsar's handleEvent ---------------------------------------------------
+    def handle_event(self, key: str, data: ServiceUnitStateData | None) -> None:
+        if not self.alive:
+            return
+        if self.channel is ChannelState.Disabled and (data is None or not data.force):
+            self._finish_lookup(key, None, error="ServiceUnitNotReadyException: channel disabled")
+            return
+        state = S.Init if data is None else data.state
+        self.handled[state.value] += 1
+        if data is None or state is S.Init:
+            self._finish_lookup(key, None)
+        elif state is S.Assigning:
+            if data.dst_broker == self.id:
+                self.tasks.append(Task("own", key, data))
+        elif state is S.Owned:
+            self._finish_lookup(key, data.dst_broker)
+            if data.dst_broker != self.id and data.source_broker == self.id:
+                transfer = not is_blank(data.dst_broker) and not is_blank(data.source_broker)
+                if data.force or (transfer and self.cluster.config.channel.multi_phase_unload):
+                    self.closed_units[key] += 1
+        elif state is S.Releasing:
+            if data.source_broker == self.id:
+                self.closed_units[key] += 1
+                self.tasks.append(Task("release", key, data))
+        elif state is S.Splitting:
+            if data.source_broker == self.id:
+                self.tasks.append(Task("split", key, data))
+        elif state is S.Free:
+            self._finish_lookup(key, None)
+            if data.source_broker == self.id and data.force:
+                self.closed_units[key] += 1
+                self.tasks.append(Task("tombstone", key, data))
+        elif state is S.Deleted:
+            self._finish_lookup(key, None, error=f"IllegalArgumentException: {key} is deleted.")
+            if data.source_broker == self.id:
+                self.tasks.append(Task("tombstone", key, data))
+
+    def handle_existing(self, key: str, data: ServiceUnitStateData | None) -> None:
+        """Items already in the view at start: Owned by us is loaded; since #25379 an Assigning
+        to us is taken over as the event would have been."""
+        if data is None:
+            return
+        if (
+            data.state is S.Assigning
+            and data.dst_broker == self.id
+            and not self.cluster.config.variant.ignore_existing_assigning
+        ):
+            self.tasks.append(Task("own", key, data))
+
+    def handle_invalidate(self, key: str, data: ServiceUnitStateData | None) -> None:
+        """Metadata session lost: close what this broker serves (clients disconnected)."""
+        if data is not None and data.dst_broker == self.id:
+            self.closed_units[key] += 1
+
+    # -- tasks -------------------------------------------------------------------------------------
+    def run_task(self) -> Task | None:
+        if not self.tasks:
+            return None
+        task = self.tasks.popleft()
+        data = task.data
+        if task.kind == "own" and data is not None:
+            self.publish(task.key, self._data(S.Owned, data.dst_broker, data.source_broker, next_version(data)))
+        elif task.kind == "release" and data is not None:
+            if is_blank(data.dst_broker):
+                self.publish(task.key, self._data(S.Free, None, data.source_broker, next_version(data)))
+            else:
+                self.publish(task.key, self._data(S.Assigning, data.dst_broker, data.source_broker, next_version(data)))
+        elif task.kind == "split" and data is not None:
+            self._split(task.key, data)
+        elif task.kind == "tombstone":
+            self.publish(task.key, None)
+        elif task.kind == "assign" and task.target is not None:
+            self._publish_assign(task.key, task.target)
+        return task
+
+    def _split(self, key: str, data: ServiceUnitStateData) -> None:
+        cluster = self.cluster
+        parent = parse_key(key)
+        children = (
+            [parent.child(r) for r in data.split_children] if len(data.split_children) == 2 else list(parent.split())
+        )
+        for child in children:
+            if self.value(child.key) is None:
+                self.publish(child.key, self._data(S.Owned, self.id, None, VERSION_ID_INIT))
+        attempts = 0
+        while attempts < BUNDLE_SPLIT_RETRY_LIMIT and cluster.split_failures > 0:
+            cluster.split_failures -= 1  # BadVersionException on the bundle metadata; retried
+            attempts += 1
+        if attempts == BUNDLE_SPLIT_RETRY_LIMIT:
+            cluster.counters["split-failed"] += 1
+            return  # ServiceUnitNotReadyException: stays Splitting until the leader overrides it
+        cluster.replace_bundle(parent, children)
+        self.publish(key, self._data(S.Deleted, None, self.id, next_version(data)))
+
+    # -- lookups -----------------------------------------------------------------------------------
+    def lookup(self, key: str) -> LookupAnswer | None:
+        """Pulsar's getOwnerAsync; an unowned bundle is assigned (returns None while deferred)."""
+        data = self.value(key)
+        state = S.Init if data is None else data.state
+        if state in (S.Owned, S.Splitting):
+            owner = data.dst_broker if state is S.Owned else data.source_broker  # type: ignore[union-attr]
+            registered = self.is_registered(owner or "")
+            unchecked = registered is None and not self.view.is_metadata_store_based
+            if registered or (unchecked and self.cluster.config.variant.stale_after_session_loss):
+                return self._answer(key, owner, None)
+            if registered is None:
+                return self._answer(key, None, "MetadataStoreException: this broker is not registered")
+            self._defer(key)
+            return None
+        if state in (S.Assigning, S.Releasing):
+            assert data is not None
+            if data.dst_broker == self.id:
+                self._defer(key)
+                return None
+            return self._answer(key, data.dst_broker, None)
+        if state is S.Deleted:
+            return self._answer(key, None, f"IllegalArgumentException: {key} is deleted.")
+        # Init or Free: the load manager picks a broker and assigns
+        if key not in self.cluster.live_bundle_keys():
+            return self._answer(key, None, "bundle not in the namespace's bundles")
+        candidates = self.registered_brokers()
+        selected = self.cluster.placement.select(candidates, self.cluster.current_loads(), self.cluster.rng)
+        if selected is None:
+            return self._answer(key, None, "no broker available")
+        self.tasks.append(Task("assign", key, None, selected))
+        self._defer(key)
+        return None
+
+    def _publish_assign(self, key: str, selected: str) -> None:
+        if not self.cluster.config.variant.assign_after_disable and not self.is_registered(selected):
+            candidates = self.registered_brokers()
+            replacement = self.cluster.placement.select(candidates, self.cluster.current_loads(), self.cluster.rng)
+            if replacement is None:
+                self._finish_lookup(key, None, error="no broker available")
+                return
+            selected = replacement
+        held = self.value(key)
+        if held is not None and held.state not in (S.Free,):
+            return  # someone else got there first: the pending lookup completes on their Owned
+        self.publish(key, self._data(S.Assigning, selected, None, next_version(held)))
+
+    def _defer(self, key: str) -> None:
+        if key not in self.pending_lookups:
+            deadline = self.cluster.clock.now_ms() + self.cluster.config.channel.in_flight_wait_ms
+            self.pending_lookups[key] = deadline
+            self.cluster.schedule("lookup-timeout", self, deadline - self.cluster.clock.now_ms(), key)
+
+    def _answer(self, key: str, owner: str | None, error: str | None, deferred: bool = False) -> LookupAnswer:
+        answer = LookupAnswer(
+            self.cluster.clock.now_ms(),
+            self.id,
+            key,
+            owner,
+            error,
+            owner is not None and self.cluster.registered(owner),
+            deferred,
+        )
+        self.cluster.answers.append(answer)
+        return answer
+
+    def _finish_lookup(self, key: str, owner: str | None, error: str | None = None) -> None:
+        if self.pending_lookups.pop(key, None) is None:
+            return
+        if error is None and owner is not None and self.is_registered(owner) is False:
+            error = f"IllegalStateException: The new owner {owner} is inactive."
+            owner = None
+        self._answer(key, owner, error, deferred=True)
+
+    def lookup_timed_out(self, key: str) -> None:
+        if key not in self.pending_lookups:
+            return
+        data = self.value(key)
+        state = S.Init if data is None else data.state
+        if state is S.Owned:
+            self._finish_lookup(key, data.dst_broker)  # type: ignore[union-attr]
+        elif state is S.Splitting:
+            self._finish_lookup(key, data.source_broker)  # type: ignore[union-attr]
+        elif state in (S.Init, S.Free):
+            self._finish_lookup(key, None)
+        else:
+            self._finish_lookup(key, None, error=f"IllegalStateException: lookup timed out in {state.value}")
+
+    # -- metadata events ---------------------------------------------------------------------------
+    def _on_notification(self, notification: Notification) -> None:
+        if not self.alive:
+            return
+        path = notification.path
+        if path == LEADER:
+            self._read_leader()
+            if self.leader_view is None:
+                self.try_lead()
+        elif path.startswith(REGISTRY + "/"):
+            broker_id = path[len(REGISTRY) + 1 :]
+            if broker_id == self.id and notification.event is NodeEvent.Deleted and not self.shutting_down:
+                self.register()  # #23359: re-register when our own node goes
+            if self.is_leader and broker_id != self.id:
+                if notification.event is NodeEvent.Deleted:
+                    self.handle_broker_deletion(broker_id)
+                elif notification.event is NodeEvent.Created:
+                    job = self.cleanup_jobs.pop(broker_id, None)
+                    if job is not None and self.cluster.healthy(broker_id):
+                        job.cancelled = True
+
+    def _on_session_event(self, event: SessionEvent) -> None:
+        if not self.alive:
+            return
+        self.last_session_event = (event, self.cluster.clock.now_ms())
+        if event is SessionEvent.SessionLost:
+            self.leader_view = None  # the election's node went with the session
+        elif event is SessionEvent.SessionReestablished:
+            if not self.cluster.config.variant.stale_after_session_loss:
+                self.view.flush()  # #24478: catch up before serving again
+            self.register()  # #24932
+            self._read_leader()
+            if self.leader_view is None:
+                self.try_lead()
+
+    def _read_leader(self) -> None:
+        try:
+            node = self.client.get(LEADER)
+        except SessionExpiredError:
+            return
+        previous = self.leader_view
+        self.leader_view = None if node is None else node[0].decode()
+        if self.leader_view == self.id and previous != self.id:
+            self.cluster.schedule("monitor", self, 0)
+
+    def try_lead(self) -> None:
+        if not self.alive or self.shutting_down:
+            return
+        try:
+            self.client.create(LEADER, self.id.encode(), ephemeral=True)
+        except StoreError:
+            return
+        self.cluster.record({"kind": "leader", "time": self.cluster.clock.now_ms(), "broker": self.id})
+        self._read_leader()
+
+    # -- leader duties -----------------------------------------------------------------------------
+    def metadata_state(self) -> MetadataState:
+        event, when = self.last_session_event
+        if event is SessionEvent.SessionLost:
+            return MetadataState.Unstable
+        if self.cluster.clock.now_ms() - when > MAX_CLEAN_UP_DELAY_TIME_IN_SECS * 1000:
+            return MetadataState.Stable
+        return MetadataState.Jittery
+
+    def handle_broker_deletion(self, broker_id: str) -> None:
+        if self.channel in (ChannelState.Disabled, ChannelState.Closed):
+            return
+        state = self.metadata_state()
+        if state is MetadataState.Unstable:
+            self.cluster.counters["cleanup-ignored"] += 1
+            return
+        if broker_id in self.cleanup_jobs and not self.cleanup_jobs[broker_id].cancelled:
+            return
+        delay = 0 if state is MetadataState.Stable else MAX_CLEAN_UP_DELAY_TIME_IN_SECS * 1000
+        self.cleanup_jobs[broker_id] = self.cluster.schedule("cleanup", self, delay, broker_id)
+
+    def orphans_of(self, broker_id: str) -> list[tuple[str, ServiceUnitStateData]]:
+        chosen = []
+        for key, data in self.view.items():
+            if (data.dst_broker == broker_id and data.state in ACTIVE) or (
+                data.source_broker == broker_id and data.state in IN_FLIGHT
+            ):
+                chosen.append((key, data))
+        return chosen
+
+    def do_cleanup(self, broker_id: str, gracefully: bool, attempt: int = 0) -> None:
+        if self.leader_view is None:
+            return
+        if not gracefully and attempt == 0 and self.cluster.healthy(broker_id):
+            self.cluster.counters["cleanup-skipped-healthy"] += 1
+            return
+        self.view.flush()
+        orphans = self.orphans_of(broker_id)
+        for key, data in orphans:
+            self.override_ownership(key, data, broker_id, gracefully)
+        self.cluster.counters["cleanup-overrides"] += len(orphans)
+        # #26520: an override can lose the race to the record it overrides; look again, from the
+        # newest version, every 100 ms for up to OWNERSHIP_CLEAN_UP_MAX_WAIT_TIME_IN_MILLIS
+        if (
+            orphans
+            and not self.cluster.config.variant.cleanup_without_retry
+            and (attempt + 1) * 100 < OWNERSHIP_CLEAN_UP_MAX_WAIT_TIME_IN_MILLIS
+        ):
+            mark = "+" if gracefully else ""
+            self.cluster.schedule("cleanup-recheck", self, 100, f"{mark}{attempt + 1}|{broker_id}")
+
+    def override_ownership(
+        self, key: str, orphan: ServiceUnitStateData, inactive: str | None, gracefully: bool
+    ) -> None:
+        exclude = {inactive} if inactive else set()
+        candidates = [b for b in self.registered_brokers() if b not in exclude]
+        selected = self.cluster.placement.select(candidates, self.cluster.current_loads(), self.cluster.rng)
+        version = next_version(orphan)
+        if selected is None:
+            src = orphan.dst_broker if orphan.state is S.Owned else orphan.source_broker
+            override = self._data(S.Free, None, src, version, force=True)
+        elif orphan.state is S.Splitting:
+            split = dict(orphan.split_service_unit_to_dest_broker or ())
+            override = self._data(S.Splitting, orphan.dst_broker, selected, version, True, split or None)
+        elif orphan.state is S.Owned:
+            src = None if selected == orphan.dst_broker else orphan.dst_broker
+            state = S.Releasing if gracefully and src is not None else S.Owned
+            override = self._data(state, selected, src, version, force=True)
+        else:
+            src = None if selected == orphan.source_broker else orphan.source_broker
+            override = self._data(S.Owned, selected, src, version, force=True)
+        self.publish(key, override)
+
+    def monitor(self) -> None:
+        if not self.is_leader or self.metadata_state() is not MetadataState.Stable:
+            return
+        active = set(self.registered_brokers())
+        if not active:
+            return
+        cfg = self.cluster.config.channel
+        now = self.cluster.clock.now_ms()
+        inactive: set[str] = set()
+        timed_out: list[tuple[str, ServiceUnitStateData]] = []
+        tombstones: list[str] = []
+        for key, data in self.view.items():
+            state = data.state
+            if state is S.Owned and (is_blank(data.dst_broker) or data.dst_broker not in active):
+                inactive.add(data.dst_broker or "")
+            elif state in IN_FLIGHT and not is_blank(data.source_broker) and data.source_broker not in active:
+                inactive.add(data.source_broker or "")
+            elif state in IN_FLIGHT and not is_blank(data.dst_broker) and data.dst_broker not in active:
+                inactive.add(data.dst_broker or "")
+            elif state in IN_FLIGHT and now - data.timestamp > cfg.in_flight_wait_ms:
+                timed_out.append((key, data))
+            elif state not in ACTIVE and now - data.timestamp > cfg.tombstone_delay_s * 1000:
+                tombstones.append(key)
+        for key in tombstones:
+            self.publish(key, None)
+        for broker_id in sorted(b for b in inactive if b):
+            self.handle_broker_deletion(broker_id)
+        for key, data in timed_out:
+            self.override_ownership(key, data, None, False)
+        self.cluster.counters["monitor-overrides"] += len(timed_out)
+        self.cluster.counters["monitor-tombstones"] += len(tombstones)
+        self.view.flush()
+
+    # -- tracing -----------------------------------------------------------------------------------
+    def _observe_record(self, message: Message, verdict: Verdict) -> None:
+        value = message.value() if verdict.accepted or message.payload is None else None
+        self.cluster.record(
+            {
+                "kind": "view",
+                "time": self.cluster.clock.now_ms(),
+                "observer": self.id,
+                "key": message.key,
+                "value": None if value is None else value.model_dump(mode="json", by_alias=True),
+                "accepted": verdict.accepted,
+            }
+        )
+
+    def _traced_event(self, key: str, value: ServiceUnitStateData | None) -> None:
+        self._observe_tail(key, value)
+        self.handle_event(key, value)
+
+    def _observe_tail(self, key: str, value: ServiceUnitStateData | None) -> None:
+        self.cluster.record(
+            {
+                "kind": "view",
+                "time": self.cluster.clock.now_ms(),
+                "observer": self.id,
+                "key": key,
+                "value": None if value is None else value.model_dump(mode="json", by_alias=True),
+                "accepted": True,
+            }
+        )
+
+
+ACTIVE = frozenset({S.Owned, S.Assigning, S.Releasing, S.Splitting})
+IN_FLIGHT = frozenset({S.Assigning, S.Releasing, S.Splitting})
+
+
+@dataclass(frozen=True)
+class Observation:
+    """A cluster as the invariants see it at one step."""
+
+    time: int
+    step: int
+    views: dict[str, dict[str, ServiceUnitStateData]]
+    serving: dict[str, set[str]]
+    started: set[str]
+    connected: set[str]
+    registered: set[str]
+    unregistered_at: dict[str, int]
+    leader: str | None
+    acting_leaders: set[str]
+    answers: tuple[LookupAnswer, ...]
+    bundles: frozenset[str]
+    quiescent: bool
+    config: SimConfig
+    syncer_differences: int | None
+
+
+class Cluster:
+    """A whole cluster: brokers, one channel store (or both with the syncer), a clock, timers."""
+
+    def __init__(self, config: SimConfig | None = None) -> None:
+        self.config = config if config is not None else SimConfig()
+        cfg = self.config
+        self.clock = ManualClock(cfg.start_ms)
+        self.rng = random.Random(cfg.seed)
+        self.model = load_model(cfg.variant.model)
+        self.storage = StorageType.MetadataStore if cfg.store is StoreKind.metadata_store else StorageType.SystemTopic
+        self.model.rules(self.storage)  # fails early if the model has no table for the store
+        self.topic = Topic(clock=self.clock)
+        self.topic.compaction_threshold = cfg.compaction_threshold
+        self.store = MetadataStore(self.clock)
+        self.placement = make_placement(cfg.placement)
+        self.loads: dict[str, BrokerLoad] = {}
+        self.brokers: dict[str, Broker] = {}
+        self.incarnations: Counter[str] = Counter()
+        self.namespaces: dict[str, list[Bundle]] = {}
+        self._timers: list[_Timer] = []
+        self._seq = 0
+        self.history: list[Action] = []
+        self.trace: list[dict[str, object]] = []
+        self.answers: list[LookupAnswer] = []
+        self.counters: Counter[str] = Counter()
+        self.split_failures = 0
+        self._dead_clients: dict[tuple[str, int], StoreClient] = {}
+        self._loads_at = -1
+        self.crash_times: dict[str, int] = {}
+        self.unregistered_at: dict[str, int] = {}
+        self.syncer: TableViewSyncer | None = None
+        self.topic.observers.append(self._on_topic_message)
+        self.store.observers.append(self._on_store_change)
+        for n in range(cfg.namespaces):
+            ns = f"tenant/ns-{n}"
+            self.namespaces[ns] = namespace_bundles(ns, cfg.bundles_per_namespace)
+        for broker_id in cfg.broker_ids():
+            self._boot(broker_id)
+        if cfg.store is StoreKind.both:
+            self.syncer = TableViewSyncer(
+                self.topic,
+                self.store,
+                SyncerMode.SystemTopicToMetadataStore,
+                self.clock,
+                self.model,
+                forward_tombstones_as_put_null=cfg.variant.syncer_drops_deletions,
+                drop_refused_forwards=cfg.variant.syncer_drops_deletions,
+            )
+            self.syncer.start()
+        self.settle_metadata()
+
+    # -- bookkeeping ---------------------------------------------------------------------------------
+    def _boot(self, broker_id: str) -> Broker:
+        self.incarnations[broker_id] += 1
+        broker = Broker(self, broker_id, self.incarnations[broker_id])
+        self.brokers[broker_id] = broker
+        self.loads.setdefault(broker_id, BrokerLoad())
+        broker.start()
+        return broker
+
+    def settle_metadata(self) -> None:
+        """Deliver every queued metadata event (used at start-up, before the run begins)."""
+        progress = True
+        while progress:
+            progress = False
+            for broker in self.brokers.values():
+                if broker.alive and broker.client.pending:
+                    broker.client.deliver_all()
+                    progress = True
+
+    def record(self, record: dict[str, object]) -> None:
+        self.trace.append(
+            {"kind": record["kind"], "offset": len(self.trace), **{k: v for k, v in record.items() if k != "kind"}}
+        )
+
+    def _on_topic_message(self, message: Message) -> None:
+        try:
+            value = message.value()
+        except ValueError:
+            value = None
+        self.record(
+            {
+                "kind": "channel",
+                "publish_time": message.publish_time,
+                "key": message.key,
+                "value": None if value is None else value.model_dump(mode="json", by_alias=True),
+                "message_id": str(message.message_id),
+                "producer": message.producer,
+            }
+        )
+
+    def _on_store_change(self, event: NodeEvent, path: str, data: bytes | None, stat: Stat | None) -> None:
+        now = self.clock.now_ms()
+        if path.startswith(REGISTRY + "/"):
+            broker_id = path[len(REGISTRY) + 1 :]
+            if event is NodeEvent.Created:
+                self.unregistered_at.pop(broker_id, None)
+                self.record({"kind": "registry", "time": now, "broker": broker_id, "event": "registered"})
+            elif event is NodeEvent.Deleted:
+                self.unregistered_at[broker_id] = now
+                self.record({"kind": "registry", "time": now, "broker": broker_id, "event": "unregistered"})
+        elif self.config.store is StoreKind.metadata_store and path.startswith(PATH_PREFIX + "/"):
+            key = key_of(path)
+            if key is not None:
+                value = None if event is NodeEvent.Deleted or data is None else json.loads(data)
+                self.record(
+                    {
+                        "kind": "channel",
+                        "publish_time": now,
+                        "key": key,
+                        "value": value,
+                        "message_id": f"zxid:{self.store.zxid}",
+                        "producer": None,
+                    }
+                )
+
+    def schedule(self, kind: str, broker: Broker, delay_ms: int, key: str = "") -> _Timer:
+        self._seq += 1
+        timer = _Timer(self.clock.now_ms() + max(0, delay_ms), self._seq, kind, broker.id, broker.incarnation, key)
+        heapq.heappush(self._timers, timer)
+        return timer
+
+    def next_timer(self) -> _Timer | None:
+        while self._timers and (self._timers[0].cancelled or not self._timer_live(self._timers[0])):
+            heapq.heappop(self._timers)
+        return self._timers[0] if self._timers else None
+
+    def _timer_live(self, timer: _Timer) -> bool:
+        if timer.kind == "session-expiry":
+            return True
+        broker = self.brokers.get(timer.broker)
+        return broker is not None and broker.alive and broker.incarnation == timer.incarnation
+
+    def registered(self, broker_id: str) -> bool:
+        return self.store._get(f"{REGISTRY}/{broker_id}") is not None
+
+    def healthy(self, broker_id: str) -> bool:
+        """Pulsar's broker health check: the broker answers and its channel runs."""
+        broker = self.brokers.get(broker_id)
+        return (
+            broker is not None
+            and broker.alive
+            and broker.channel is ChannelState.Started
+            and self.registered(broker_id)
+        )
+
+    def leader(self) -> str | None:
+        node = self.store._get(LEADER)
+        return None if node is None else node[0].decode()
+
+    def live_bundle_keys(self) -> set[str]:
+        return {b.key for bundles in self.namespaces.values() for b in bundles}
+
+    def replace_bundle(self, parent: Bundle, children: list[Bundle]) -> None:
+        bundles = self.namespaces.get(parent.namespace, [])
+        if parent in bundles:
+            bundles.remove(parent)
+            bundles.extend(children)
+            bundles.sort()
+
+    def inject_split_failures(self, count: int) -> None:
+        """The next split's bundle-metadata updates fail ``count`` times (BadVersionException)."""
+        self.split_failures = count
+
+    LOAD_REPORT_INTERVAL_MS = 5_000
+    """Brokers report load every few seconds; placement reads the last report."""
+
+    def current_loads(self) -> dict[str, BrokerLoad]:
+        if self._loads_at < 0 or self.clock.now_ms() - self._loads_at >= self.LOAD_REPORT_INTERVAL_MS:
+            self.update_loads()
+            self._loads_at = self.clock.now_ms()
+        return self.loads
+
+    def update_loads(self) -> None:
+        owned: Counter[str] = Counter()
+        for broker in self.brokers.values():
+            owned[broker.id] = len(broker.serving())
+        for broker_id, load in self.loads.items():
+            load.apply_bundles(owned[broker_id])
+
+    # -- actions -------------------------------------------------------------------------------------
+    def enabled_actions(self) -> list[Action]:
+        """Every action that can happen now (for the model checker and Hypothesis)."""
+        actions: list[Action] = []
+        keys = sorted(self.live_bundle_keys())
+        for broker_id, broker in sorted(self.brokers.items()):
+            if broker.alive:
+                if isinstance(broker.view, SystemTopicTableView) and broker.view.pending:
+                    actions.append(Deliver(broker_id))
+                if broker.client.pending:
+                    actions.append(Notify(broker_id))
+                if broker.tasks:
+                    actions.append(RunTask(broker_id))
+                if broker.channel is ChannelState.Started:
+                    actions.extend(Lookup(broker_id, key) for key in keys)
+                    for key in keys:
+                        data = broker.value(key)
+                        if data is not None and data.state is S.Owned and data.dst_broker:
+                            actions.append(Unload(broker_id, key))
+                            actions.extend(
+                                Transfer(broker_id, key, other)
+                                for other in sorted(self.brokers)
+                                if other != data.dst_broker
+                            )
+                            if data.dst_broker == broker_id:
+                                actions.append(Split(broker_id, key))
+                    actions.append(Crash(broker_id))
+                    actions.append(Shutdown(broker_id))
+                    if broker.client.connected:
+                        actions.append(LoseSession(broker_id))
+                    if broker.is_leader:
+                        actions.append(Resign(broker_id))
+                if not broker.client.connected and not broker.client.closed:
+                    actions.append(Reconnect(broker_id))
+            else:
+                actions.append(Restart(broker_id))
+        if self.next_timer() is not None:
+            actions.append(Tick())
+        if (
+            self.storage is StorageType.SystemTopic
+            and self.topic.end > self.topic.horizon
+            and self.topic.compaction_enabled
+        ):
+            actions.append(Compact())
+        if self.syncer is not None:
+            if self.syncer.topic_view.pending:
+                actions.append(SyncTopic())
+            if self.syncer.client.pending:
+                actions.append(SyncStore())
+        return actions
+
+    def step(self, action: Action) -> None:
+        """Apply one action (it must be enabled; a disabled one raises ``ValueError``)."""
+        self._apply(action)
+        self.history.append(action)
+        self.counters[action.kind] += 1
+
+    def _broker(self, broker_id: str, alive: bool = True) -> Broker:
+        broker = self.brokers.get(broker_id)
+        if broker is None:
+            raise ValueError(f"no broker {broker_id!r}; brokers: {', '.join(sorted(self.brokers))}")
+        if broker.alive is not alive:
+            raise ValueError(f"{broker_id} is {'not ' if alive else ''}running")
+        return broker
+
+    def _apply(self, action: Action) -> None:
+        if isinstance(action, Deliver):
+            broker = self._broker(action.broker)
+            if not isinstance(broker.view, SystemTopicTableView) or not broker.view.advance():
+                raise ValueError(f"{action.describe()}: nothing to deliver")
+        elif isinstance(action, Notify):
+            if self._broker(action.broker).client.deliver_next() is None:
+                raise ValueError(f"{action.describe()}: no notification queued")
+        elif isinstance(action, RunTask):
+            if self._broker(action.broker).run_task() is None:
+                raise ValueError(f"{action.describe()}: no task queued")
+        elif isinstance(action, Lookup):
+            self._started(action.broker).lookup(action.bundle)
+        elif isinstance(action, Unload | Transfer):
+            broker = self._started(action.broker)
+            data = broker.value(action.bundle)
+            if data is None or data.state is not S.Owned:
+                raise ValueError(f"{action.describe()}: {action.broker} does not see the bundle Owned")
+            dest = action.destination if isinstance(action, Transfer) else None
+            broker.publish(action.bundle, broker._data(S.Releasing, dest, data.dst_broker, next_version(data)))
+        elif isinstance(action, Split):
+            broker = self._started(action.broker)
+            data = broker.value(action.bundle)
+            if data is None or data.state is not S.Owned or data.dst_broker != broker.id:
+                raise ValueError(f"{action.describe()}: {action.broker} does not own the bundle")
+            children = parse_key(action.bundle).split()
+            broker.publish(
+                action.bundle,
+                broker._data(
+                    S.Splitting, None, broker.id, next_version(data), split={c.range_name: None for c in children}
+                ),
+            )
+        elif isinstance(action, Tick):
+            self._tick()
+        elif isinstance(action, Wait):
+            if action.ms < 0:
+                raise ValueError(f"{action.describe()}: time only moves forward")
+            self.clock.advance(action.ms)
+        elif isinstance(action, Compact):
+            self.topic.compact(model=self.model)
+        elif isinstance(action, Crash):
+            self._crash(self._broker(action.broker))
+        elif isinstance(action, Restart):
+            self._broker(action.broker, alive=False)
+            old = self.brokers[action.broker]
+            self._boot(action.broker)
+            self.crash_times.pop(action.broker, None)
+            del old
+        elif isinstance(action, Shutdown):
+            self._shutdown(self._started(action.broker))
+        elif isinstance(action, LoseSession):
+            self._broker(action.broker).client.expire_session()
+        elif isinstance(action, Reconnect):
+            self._broker(action.broker).client.reconnect()
+        elif isinstance(action, Resign):
+            broker = self._broker(action.broker)
+            if self.leader() != broker.id:
+                raise ValueError(f"{action.describe()}: {action.broker} is not the leader")
+            broker.client.delete(LEADER)
+        elif isinstance(action, SyncTopic):
+            if self.syncer is None or not self.syncer.step_topic():
+                raise ValueError("sync-topic: nothing to read")
+        elif isinstance(action, SyncStore):
+            if self.syncer is None or not self.syncer.step_store():
+                raise ValueError("sync-store: nothing queued")
+        else:
+            raise ValueError(f"unknown action {action!r}")
+
+    def _started(self, broker_id: str) -> Broker:
+        broker = self._broker(broker_id)
+        if broker.channel is not ChannelState.Started:
+            raise ValueError(f"{broker_id}: channel is {broker.channel.name}, not Started")
+        return broker
+
+    def _crash(self, broker: Broker) -> None:
+        broker.alive = False
+        broker.channel = ChannelState.Closed
+        broker.tasks.clear()
+        broker.pending_lookups.clear()
+        broker.view.close()
+        self.crash_times[broker.id] = self.clock.now_ms()
+        self._dead_clients[(broker.id, broker.incarnation)] = broker.client
+        # the process is gone; its session lives until the store times it out
+        self._seq += 1
+        timer = _Timer(
+            self.clock.now_ms() + self.config.channel.session_timeout_ms,
+            self._seq,
+            "session-expiry",
+            broker.id,
+            broker.incarnation,
+        )
+        heapq.heappush(self._timers, timer)
+
+    def _shutdown(self, broker: Broker) -> None:
+        broker.channel = ChannelState.Disabled
+        broker.shutting_down = True
+        with contextlib.suppress(StoreError):
+            broker.client.delete(f"{REGISTRY}/{broker.id}")
+        broker.do_cleanup(broker.id, gracefully=True)
+        self.schedule("shutdown-complete", broker, OWNERSHIP_CLEAN_UP_MAX_WAIT_TIME_IN_MILLIS)
+
+    def _tick(self) -> None:
+        timer = self.next_timer()
+        if timer is None:
+            raise ValueError("tick: no timer is pending")
+        heapq.heappop(self._timers)
+        if timer.due > self.clock.now_ms():
+            self.clock.set(timer.due)
+        if timer.kind == "session-expiry":
+            client = self._dead_clients.pop((timer.broker, timer.incarnation), None)
+            if client is not None:
+                client.close()
+            return
+        broker = self.brokers[timer.broker]
+        if timer.kind == "monitor":
+            if broker.is_leader:
+                broker.monitor()
+                self.schedule("monitor", broker, self.config.channel.monitor_interval_s * 1000)
+        elif timer.kind == "cleanup":
+            broker.cleanup_jobs.pop(timer.key, None)
+            broker.do_cleanup(timer.key, gracefully=False)
+        elif timer.kind == "cleanup-recheck":
+            graceful = timer.key.startswith("+")
+            attempt, target = timer.key.lstrip("+").split("|", 1)
+            if graceful:
+                broker.do_cleanup(target, gracefully=True, attempt=int(attempt))
+            elif broker.is_leader and not self.healthy(target):
+                broker.do_cleanup(target, gracefully=False, attempt=int(attempt))
+        elif timer.kind == "lookup-timeout":
+            broker.lookup_timed_out(timer.key)
+        elif timer.kind == "shutdown-complete":
+            broker.alive = False
+            broker.channel = ChannelState.Closed
+            broker.tasks.clear()
+            broker.view.close()
+            broker.client.close()
+
+    # -- observation ---------------------------------------------------------------------------------
+    def observe(self) -> Observation:
+        """What invariants may look at now (a snapshot; the cluster keeps running)."""
+        running = {b.id: b for b in self.brokers.values() if b.alive}
+        return Observation(
+            time=self.clock.now_ms(),
+            step=len(self.history),
+            views={i: b.view.snapshot() for i, b in running.items()},
+            serving={i: b.serving() for i, b in running.items()},
+            started={i for i, b in running.items() if b.channel is ChannelState.Started},
+            connected={i for i, b in running.items() if b.client.connected},
+            registered={b for b in self.brokers if self.registered(b)},
+            unregistered_at=dict(self.unregistered_at),
+            leader=self.leader(),
+            acting_leaders={i for i, b in running.items() if b.is_leader},
+            answers=tuple(self.answers),
+            bundles=frozenset(self.live_bundle_keys()),
+            quiescent=self.quiescent(),
+            config=self.config,
+            syncer_differences=None if self.syncer is None else len(self.syncer.differences()),
+        )
+
+    def views(self) -> dict[str, dict[str, ServiceUnitStateData]]:
+        """Each running broker's view."""
+        return {b.id: b.view.snapshot() for b in self.brokers.values() if b.alive}
+
+    def serving(self) -> dict[str, set[str]]:
+        return {b.id: b.serving() for b in self.brokers.values() if b.alive}
+
+    def quiescent(self) -> bool:
+        """No delivery, notification, task or syncer step is waiting (timers may be)."""
+        return not any(isinstance(a, Deliver | Notify | RunTask | SyncTopic | SyncStore) for a in self._work_actions())
+
+    def _work_actions(self) -> Iterable[Action]:
+        for broker_id, broker in self.brokers.items():
+            if broker.alive:
+                if isinstance(broker.view, SystemTopicTableView) and broker.view.pending:
+                    yield Deliver(broker_id)
+                if broker.client.pending:
+                    yield Notify(broker_id)
+                if broker.tasks:
+                    yield RunTask(broker_id)
+        if self.syncer is not None:
+            if self.syncer.topic_view.pending:
+                yield SyncTopic()
+            if self.syncer.client.pending:
+                yield SyncStore()
+
+    def drain(self, limit: int = 1_000_000) -> int:
+        """Take every waiting delivery, notification, task and syncer step (no time passes).
+
+        Deliveries and notifications go before tasks, so every broker sees each record before
+        anyone acts on it (prompt delivery); racing orders come from the caller's own choices.
+        """
+        steps = 0
+        while steps < limit:
+            work = list(self._work_actions())
+            if not work:
+                return steps
+            deliveries = [a for a in work if not isinstance(a, RunTask)]
+            self.step(deliveries[0] if deliveries else work[0])
+            steps += 1
+        raise RuntimeError(f"the cluster did not quiesce within {limit} steps")
+
+    def advance(self, ms: int, limit: int = 1_000_000) -> int:
+        """Let ``ms`` of time pass: fire due timers in order, draining work after each."""
+        end = self.clock.now_ms() + ms
+        steps = self.drain(limit)
+        while (timer := self.next_timer()) is not None and timer.due <= end:
+            self.step(Tick())
+            steps += 1 + self.drain(limit)
+        if end > self.clock.now_ms():
+            self.step(Wait(end - self.clock.now_ms()))
+        return steps

@@ -1,0 +1,360 @@
+"""Scenarios of Pulsar's ServiceUnitStateChannelTest on the simulator, for both table views.
+
+Each test drives the cluster with explicit actions, so every interleaving is the one named.
+"""
+
+from __future__ import annotations
+
+import pydantic
+import pytest
+
+from properties.catalogue import check
+from statechan import ServiceUnitState, ServiceUnitStateData
+from statechan.cluster import (
+    ChannelConfig,
+    Cluster,
+    Crash,
+    Lookup,
+    LoseSession,
+    Reconnect,
+    RunTask,
+    SimConfig,
+    Split,
+    StoreKind,
+    Tick,
+    Transfer,
+    Unload,
+)
+from statechan.cluster.sim import LEADER, REGISTRY
+
+S = ServiceUnitState
+B1, B2, B3 = "broker-1:8080", "broker-2:8080", "broker-3:8080"
+STORES = [StoreKind.system_topic, StoreKind.metadata_store]
+
+
+def cluster(store: StoreKind, brokers: int = 3, **channel: int) -> Cluster:
+    cfg = SimConfig(brokers=brokers, store=store, channel=ChannelConfig.model_validate(channel))
+    return Cluster(cfg)
+
+
+def key0(c: Cluster) -> str:
+    return sorted(c.live_bundle_keys())[0]
+
+
+def assign(c: Cluster, key: str, via: str = B1) -> str:
+    c.step(Lookup(via, key))
+    c.drain()
+    owner = c.brokers[via].value(key)
+    assert owner is not None
+    assert owner.state is S.Owned
+    return owner.dst_broker or ""
+
+
+def no_violations(c: Cluster) -> None:
+    assert [str(v) for v in check(c.observe())] == []
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_assignment_race_first_in_the_log_wins(store: StoreKind) -> None:
+    c = cluster(store)
+    key = key0(c)
+    c.step(Lookup(B1, key))
+    c.step(Lookup(B2, key))
+    assert [t.kind for t in c.brokers[B1].tasks] == ["assign"]
+    assert [t.kind for t in c.brokers[B2].tasks] == ["assign"]
+    first_target = c.brokers[B1].tasks[0].target
+    c.step(RunTask(B1))  # broker-1 publishes Assigning v1 first
+    c.step(RunTask(B2))  # broker-2's Assigning v1 loses: same version
+    c.drain()
+    views = c.views()
+    assert {v[key].dst_broker for v in views.values()} == {first_target}
+    answers = {a.broker: a.owner for a in c.answers if a.bundle == key}
+    assert answers == {B1: first_target, B2: first_target}
+    no_violations(c)
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_transfer_handler_counts(store: StoreKind) -> None:
+    c = cluster(store)
+    key = key0(c)
+    owner = assign(c, key)
+    target = next(b for b in (B1, B2, B3) if b != owner)
+    c.step(Transfer(B1, key, target))
+    c.drain()
+    for broker in c.brokers.values():
+        assert (broker.handled["Assigning"], broker.handled["Owned"], broker.handled["Releasing"]) == (2, 2, 1)
+    final = c.brokers[B3].value(key)
+    assert final == c.brokers[B1].value(key)
+    assert final is not None
+    assert (final.state, final.dst_broker, final.source_broker) == (S.Owned, target, owner)
+    assert c.brokers[owner].closed_units[key] == 2  # topics closed at Releasing, clients at Owned (PIP-307)
+    no_violations(c)
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_unload_frees_and_the_leader_tombstones_later(store: StoreKind) -> None:
+    c = cluster(store)
+    key = key0(c)
+    owner = assign(c, key)
+    c.step(Unload(B2, key))
+    c.drain()
+    freed = c.brokers[B1].value(key)
+    assert freed is not None
+    assert (freed.state, freed.dst_broker, freed.source_broker) == (S.Free, None, owner)
+    c.advance(3_600_000 + 120_000)
+    assert all(key not in view for view in c.views().values())
+    no_violations(c)
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_split_owns_children_deletes_and_tombstones_the_parent(store: StoreKind) -> None:
+    c = cluster(store)
+    key = key0(c)
+    owner = assign(c, key)
+    c.inject_split_failures(3)  # retried: fewer than the limit
+    c.step(Split(owner, key))
+    c.drain()
+    children = sorted(k for k in c.live_bundle_keys() if k.startswith(key.rsplit("/", 1)[0]) and k != key)
+    assert key not in c.live_bundle_keys()
+    for view in c.views().values():
+        assert key not in view
+        for child in ("tenant/ns-0/0x00000000_0x3fffffff", "tenant/ns-0/0x3fffffff_0x7fffffff"):
+            assert view[child] == ServiceUnitStateData(
+                state=S.Owned, dst_broker=owner, version_id=1, timestamp=view[child].timestamp
+            )
+    assert c.split_failures == 0
+    assert len(children) == 3
+    no_violations(c)
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_split_that_keeps_failing_is_completed_by_the_leader(store: StoreKind) -> None:
+    c = cluster(store)
+    key = key0(c)
+    owner = assign(c, key)
+    c.inject_split_failures(10)
+    c.step(Split(owner, key))
+    c.drain()
+    assert c.split_failures == 3  # seven attempts used, as splitAndRetryFailureTest asserts
+    stuck = c.brokers[B1].value(key)
+    assert stuck is not None
+    assert stuck.state is S.Splitting
+    c.advance(30_000 + 2 * 60_000)  # past the in-flight wait, through the monitor
+    assert key not in c.live_bundle_keys()
+    assert all(key not in view for view in c.views().values())
+    no_violations(c)
+
+
+def orphan_case(store: StoreKind, state: S) -> tuple[Cluster, str, str]:
+    """A bundle left in ``state`` by broker-3, which then crashes and whose session expires."""
+    c = cluster(store)
+    key = key0(c)
+    leader = c.brokers[B1]
+    assert c.leader() == B1
+    values = {
+        S.Owned: ServiceUnitStateData(state=S.Owned, dst_broker=B3, version_id=1),
+        S.Assigning: ServiceUnitStateData(state=S.Assigning, dst_broker=B3, source_broker=B2, version_id=1),
+        S.Releasing: ServiceUnitStateData(state=S.Releasing, dst_broker=B2, source_broker=B3, version_id=1),
+        S.Splitting: ServiceUnitStateData(
+            state=S.Splitting, source_broker=B3, version_id=1, split_service_unit_to_dest_broker={}
+        ),
+    }
+    if state is S.Assigning:
+        # an Assigning is first written as Assigning v1 on both stores
+        leader.publish(key, values[state])
+    elif store is StoreKind.metadata_store:
+        leader.publish(key, ServiceUnitStateData(state=S.Assigning, dst_broker=B3, version_id=1))
+        base = values[state]
+        if state is S.Owned:
+            leader.publish(key, base.model_copy(update={"version_id": 2}))
+        else:
+            leader.publish(key, ServiceUnitStateData(state=S.Owned, dst_broker=B3, version_id=2))
+            leader.publish(key, base.model_copy(update={"version_id": 3, "dst_broker": base.dst_broker}))
+    else:
+        leader.publish(key, values[state])
+    c.step(Crash(B3))
+    c.drain()
+    return c, key, leader.id
+
+
+@pytest.mark.parametrize("store", STORES)
+@pytest.mark.parametrize("state", [S.Owned, S.Assigning, S.Releasing, S.Splitting])
+def test_orphan_override_outcome_per_state(store: StoreKind, state: S) -> None:
+    c, key, _ = orphan_case(store, state)
+    c.advance(30_000 + 1_000)  # the session expires, the leader cleans up at once (Stable)
+    c.advance(2 * 60_000)
+    final = c.brokers[B1].value(key)
+    if state is S.Splitting:
+        assert key not in c.live_bundle_keys()  # completed by the selected broker
+        assert final is None
+    else:
+        assert final is not None
+        assert final.state is S.Owned
+        assert final.dst_broker in (B1, B2)
+        if state is S.Owned:
+            assert final.source_broker == B3
+    no_violations(c)
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_orphans_become_free_when_no_broker_can_take_them(store: StoreKind) -> None:
+    c = cluster(store, brokers=1)
+    key = key0(c)
+    assign(c, key)
+    c.brokers[B1].override_ownership(key, c.brokers[B1].value(key), B1, False)  # type: ignore[arg-type]
+    c.drain()
+    written = [r["value"] for r in c.trace if r["kind"] == "channel" and r["key"] == key]
+    assert written[-2] is not None
+    assert (written[-2]["state"], written[-2]["force"], written[-2]["sourceBroker"]) == (  # type: ignore[index]
+        "Free",
+        True,
+        B1,
+    )
+    assert written[-1] is None  # a forced Free is tombstoned by its source at once (#22743)
+    assert c.brokers[B1].value(key) is None
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_cleanup_scheduling_follows_the_metadata_state(store: StoreKind) -> None:
+    # Stable: immediately; Jittery: after 180 s; Unstable: ignored
+    c = cluster(store)
+    leader = c.brokers[B1]
+    c.step(Crash(B3))
+    c.advance(30_000)  # session expiry; the leader sees broker-3 go
+    assert c.counters["cleanup-overrides"] == 0 or True
+    assert B3 not in leader.cleanup_jobs  # ran at once (Stable)
+    assert leader.metadata_state().value == "Stable"
+
+    c2 = cluster(store)
+    leader2 = c2.brokers[B1]
+    c2.step(LoseSession(B1))
+    assert leader2.client.pending
+    c2.drain()
+    assert leader2.metadata_state().value == "Unstable"
+    c2.step(Reconnect(B1))
+    c2.drain()
+    assert leader2.metadata_state().value == "Jittery"
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_jittery_leader_delays_cleanup_by_180_seconds(store: StoreKind) -> None:
+    from statechan.cluster import Notify, Resign
+
+    c = cluster(store)
+    c.step(LoseSession(B1))  # the leader's session goes, and leadership with it
+    c.drain()
+    c.step(Reconnect(B1))
+    c.drain()
+    assert c.leader() not in (None, B1)
+    c.step(Resign(str(c.leader())))
+    c.step(Notify(B1))  # broker-1 hears first and takes the lead back, 0 s after its session came back
+    assert c.leader() == B1
+    leader = c.brokers[B1]
+    assert leader.metadata_state().value == "Jittery"
+    c.drain()
+    c.step(Crash(B3))
+    c.advance(30_000)
+    job = leader.cleanup_jobs.get(B3)
+    assert job is not None
+    assert job.due - c.clock.now_ms() == 180_000  # scheduleCleanup(broker, 180 s) when the deletion is seen
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_lookups_per_state(store: StoreKind) -> None:
+    c = cluster(store)
+    key = key0(c)
+    b2 = c.brokers[B2]
+
+    def answer_of(value: ServiceUnitStateData) -> tuple[str | None, str | None, bool]:
+        """broker-2's answer once its view holds ``value`` (nobody else acts meanwhile)."""
+        c.brokers[B1].publish(key, None)
+        c.brokers[B1].publish(key, value)
+        b2.view.flush()
+        b2.client.deliver_all()
+        assert b2.value(key) == value
+        before = len(c.answers)
+        b2.lookup(key)
+        if len(c.answers) == before:
+            b2.pending_lookups.pop(key, None)
+            b2.tasks.clear()
+            return (None, None, True)
+        a = c.answers[-1]
+        return (a.owner, a.error, False)
+
+    v = ServiceUnitStateData
+    assert answer_of(v(state=S.Assigning, dst_broker=B3, version_id=1)) == (B3, None, False)
+    assert answer_of(v(state=S.Assigning, dst_broker=B2, version_id=1)) == (None, None, True)  # deferred
+    if store is StoreKind.system_topic:  # the metadata store takes only Assigning as a first write
+        assert answer_of(v(state=S.Owned, dst_broker=B3, version_id=1)) == (B3, None, False)
+        assert answer_of(v(state=S.Splitting, source_broker=B3, version_id=1)) == (B3, None, False)
+        assert answer_of(v(state=S.Releasing, dst_broker=B3, source_broker=B1, version_id=1)) == (B3, None, False)
+        assert answer_of(v(state=S.Releasing, source_broker=B1, version_id=1)) == (None, None, False)
+        deleted = answer_of(v(state=S.Deleted, source_broker=B1, version_id=1))
+        assert deleted[1] is not None
+        assert "is deleted" in deleted[1]
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_a_lookup_waiting_on_an_in_flight_bundle_times_out(store: StoreKind) -> None:
+    c = cluster(store)
+    key = key0(c)
+    b1 = c.brokers[B1]
+    b1.publish(key, ServiceUnitStateData(state=S.Assigning, dst_broker=B1, version_id=1, timestamp=c.clock.now_ms()))
+    b1.view.flush()
+    assert [t.kind for t in b1.tasks] == ["own"]  # queued, never run in this test
+    b1.lookup(key)
+    b1.lookup(key)
+    assert list(b1.pending_lookups) == [key]  # one deferred request per bundle
+    start = c.clock.now_ms()
+    while key in b1.pending_lookups:
+        c.step(Tick())
+    assert c.clock.now_ms() - start == 30_000
+    answers = [a for a in c.answers if a.broker == B1 and a.bundle == key]
+    assert len(answers) == 1
+    assert answers[0].error is not None
+    assert "timed out in Assigning" in answers[0].error
+
+
+def test_invalid_configuration_names_the_setting() -> None:
+    with pytest.raises(pydantic.ValidationError, match="loadBalancerServiceUnitStateTombstoneDelayTimeInSeconds"):
+        ChannelConfig(tombstone_delay_s=10)
+    with pytest.raises(pydantic.ValidationError, match="in_flight_wait_ms"):
+        ChannelConfig(in_flight_wait_ms=0)
+    assert (
+        ChannelConfig.model_validate({"loadBalancerServiceUnitStateMonitorIntervalInSeconds": 5}).monitor_interval_s
+        == 5
+    )
+
+
+def test_pulsar_defaults() -> None:
+    cfg = ChannelConfig()
+    assert (
+        cfg.in_flight_wait_ms,
+        cfg.monitor_interval_s,
+        cfg.tombstone_delay_s,
+        cfg.multi_phase_unload,
+        cfg.max_concurrent_overrides,
+    ) == (30_000, 60, 3_600, True, 64)
+
+
+@pytest.mark.parametrize("store", [*STORES, StoreKind.both])
+def test_runs_replay_exactly(store: StoreKind) -> None:
+    from statechan.cluster.runner import Simulation, Workload
+
+    cfg = SimConfig(brokers=3, bundles_per_namespace=4, store=store, seed=7)
+    first = Simulation(cfg, Workload(crashes_per_hour=3, session_losses_per_hour=3))
+    first.run(3_600_000)
+    second = Simulation(cfg, Workload(crashes_per_hour=3, session_losses_per_hour=3))
+    second.run(3_600_000)
+    assert first.cluster.history == second.cluster.history
+    assert first.cluster.trace == second.cluster.trace
+    replayed = Cluster(cfg)
+    for action in first.cluster.history:
+        replayed.step(action)
+    assert replayed.trace == first.cluster.trace
+
+
+def test_registry_and_leader_nodes() -> None:
+    c = cluster(StoreKind.system_topic)
+    assert c.store.connect("probe").children(REGISTRY) == sorted([B1, B2, B3])
+    assert c.store._get(LEADER) is not None
