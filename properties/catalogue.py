@@ -89,21 +89,21 @@ def cleanup_bound_ms(obs: Observation) -> int:
 def single_owner(obs: Observation) -> list[Violation]:
     # A broker out of the registry gets no new clients and is fenced by the new owner's ledger
     # (not modelled); it must not be registered again before its view has caught up.
-    claims: list[tuple[Bundle, str, str]] = []
+    claims: list[tuple[str, int, int, str, str]] = []
     for broker, keys in sorted(obs.serving.items()):
         if broker not in obs.registered:
             continue
-        for key in sorted(keys):
+        for key in keys:
             bundle = _bundle(key)
             if bundle is not None:
-                claims.append((bundle, key, broker))
+                claims.append((bundle.namespace, bundle.lower, bundle.upper, key, broker))
     claims.sort()
     found = []
-    for i, (bundle, key, broker) in enumerate(claims):
-        for other, other_key, other_broker in claims[i + 1 :]:
-            if other.namespace != bundle.namespace or other.lower >= bundle.upper:
+    for i, (namespace, _lower, upper, key, broker) in enumerate(claims):
+        for other_ns, other_lower, _, other_key, other_broker in claims[i + 1 :]:
+            if other_ns != namespace or other_lower >= upper:
                 break
-            if other_broker != broker and bundle.overlaps(other):
+            if other_broker != broker:
                 what = "the same bundle" if key == other_key else f"overlapping {other_key}"
                 found.append(Violation("single-owner", f"{broker} and {other_broker} both own {what}", key))
     return found
@@ -123,6 +123,10 @@ def views_converge(obs: Observation) -> list[Violation]:
     found = []
     for other in brokers[1:]:
         view = obs.views[other]
+        if len(first) == len(view) and all(
+            (theirs := view.get(key)) is mine or theirs == mine for key, mine in first.items()
+        ):
+            continue
         for key in sorted(set(first) | set(view)):
             if first.get(key) != view.get(key):
                 a, b = first.get(key), view.get(key)
@@ -169,6 +173,9 @@ def lookup_answers_live_owner(obs: Observation) -> list[Violation]:
 )
 def owner_registered(obs: Observation) -> list[Violation]:
     bound = cleanup_bound_ms(obs)
+    overdue = {b for b, since in obs.unregistered_at.items() if b not in obs.registered and obs.time - since > bound}
+    if not overdue:
+        return []
     found = []
     reported: set[str] = set()
     for broker in sorted(obs.views):
@@ -178,10 +185,8 @@ def owner_registered(obs: Observation) -> list[Violation]:
             if data.state not in ACTIVE or key in reported:
                 continue
             holder = data.dst_broker if data.state is not S.Splitting else data.source_broker
-            if holder is None or holder in obs.registered:
-                continue
-            since = obs.unregistered_at.get(holder)
-            if since is not None and obs.time - since > bound:
+            if holder in overdue:
+                since = obs.unregistered_at[holder]
                 reported.add(key)
                 found.append(
                     Violation(
@@ -198,6 +203,7 @@ def owner_registered(obs: Observation) -> list[Violation]:
     "in-flight-completes",
     "An in-flight state (Assigning, Releasing, Splitting) settles within the in-flight bound.",
     ["#19988", "#21332", "#25379", "#23349", "#26520"],
+    when="quiescent",
 )
 def in_flight_completes(obs: Observation) -> list[Violation]:
     cfg = obs.config.channel
@@ -205,7 +211,7 @@ def in_flight_completes(obs: Observation) -> list[Violation]:
     found = []
     reported: set[str] = set()
     for broker in sorted(obs.views):
-        for key, data in sorted(obs.views[broker].items()):
+        for key, data in obs.views[broker].items():
             if data.state in IN_FLIGHT and key not in reported and obs.time - data.timestamp > bound:
                 reported.add(key)
                 found.append(

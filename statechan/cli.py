@@ -295,5 +295,128 @@ def demo_command(model: ModelOption = DEFAULT_MODEL) -> None:
     console.print(mermaid(m, m.storages[0]), markup=False, highlight=False)
 
 
+class StoreChoice(enum.Enum):
+    system_topic = "system-topic"
+    metadata_store = "metadata-store"
+    both = "both"
+
+
+def _invariant_checker(every: int) -> tuple[object, int]:
+    try:
+        from properties.catalogue import check as check_invariants
+    except ImportError:  # properties/ ships with the source tree, not the wheel
+        err.print("[yellow]note:[/yellow] the invariant catalogue (properties/) is not importable; not checking")
+        return None, every
+
+    def checker(cluster: object) -> list[str]:
+        return [str(v) for v in check_invariants(cluster.observe())]  # type: ignore[attr-defined]
+
+    return checker, every
+
+
+@app.command("simulate")
+def simulate_command(
+    brokers: Annotated[int, typer.Option(min=1, max=64, help="Brokers in the cluster.")] = 5,
+    namespaces: Annotated[int, typer.Option(min=1, help="Namespaces.")] = 10,
+    bundles: Annotated[int, typer.Option(min=1, help="Bundles per namespace at the start.")] = 100,
+    hours: Annotated[float, typer.Option(min=0.0, help="Simulated hours of workload (then settling).")] = 24.0,
+    seed: Annotated[int, typer.Option(help="Seed: the same seed replays the same run.")] = 0,
+    store: Annotated[StoreChoice, typer.Option(help="Table view the brokers use; both = with the syncer.")] = (
+        StoreChoice.system_topic
+    ),
+    variant: Annotated[str, typer.Option(help="current, or a historical bug by PR number.")] = "current",
+    crashes: Annotated[float, typer.Option(min=0.0, help="Broker crashes per hour.")] = 0.25,
+    session_losses: Annotated[float, typer.Option(min=0.0, help="Metadata session losses per hour.")] = 0.25,
+    shutdowns: Annotated[float, typer.Option(min=0.0, help="Graceful shutdowns per hour.")] = 0.1,
+    leader_changes: Annotated[float, typer.Option(min=0.0, help="Leader resignations per hour.")] = 0.1,
+    transfers: Annotated[float, typer.Option(min=0.0, help="Admin transfers per hour.")] = 120.0,
+    unloads: Annotated[float, typer.Option(min=0.0, help="Admin unloads per hour.")] = 20.0,
+    splits: Annotated[float, typer.Option(min=0.0, help="Bundle splits per hour.")] = 2.0,
+    lookups: Annotated[float, typer.Option(min=0.0, help="Client lookups per hour.")] = 3600.0,
+    check: Annotated[bool, typer.Option("--check/--no-check", help="Check the invariant catalogue.")] = True,
+    check_every: Annotated[int, typer.Option(min=1, help="Check every N steps (1 = every step).")] = 1,
+    trace: Annotated[Path | None, typer.Option(help="Write the trace (JSON Lines) here.")] = None,
+    save_run: Annotated[Path | None, typer.Option(help="Save the run (config + actions) for replay.")] = None,
+) -> None:
+    """Run a seeded cluster simulation and print what happened."""
+    from statechan.cluster.config import VARIANTS, SimConfig, StoreKind
+    from statechan.cluster.runfile import save_run as write_run
+    from statechan.cluster.runner import Simulation, Workload, write_trace
+
+    if variant not in VARIANTS:
+        err.print(f"[red]error:[/red] --variant: unknown {variant!r}; choose from {', '.join(VARIANTS)}")
+        raise typer.Exit(2)
+    config = SimConfig(
+        brokers=brokers,
+        namespaces=namespaces,
+        bundles_per_namespace=bundles,
+        seed=seed,
+        store=StoreKind(store.value),
+        variant=VARIANTS[variant],
+        trace_views=trace is not None,
+    )
+    workload = Workload(
+        crashes_per_hour=crashes,
+        session_losses_per_hour=session_losses,
+        shutdowns_per_hour=shutdowns,
+        leader_changes_per_hour=leader_changes,
+        transfers_per_hour=transfers,
+        unloads_per_hour=unloads,
+        splits_per_hour=splits,
+        lookups_per_hour=lookups,
+    )
+    checker, every = _invariant_checker(check_every) if check else (None, check_every)
+    console.print(
+        f"simulating {brokers} brokers, {namespaces * bundles} bundles, {hours:g} h on "
+        f"{store.value}, variant {variant}, seed {seed} …",
+        highlight=False,
+    )
+    simulation = Simulation(config, workload)
+    summary = simulation.run(int(hours * 3_600_000), check=checker, check_every=every)  # type: ignore[arg-type]
+    for line in summary.lines():
+        console.print(line, highlight=False, markup=False)
+    if trace is not None:
+        count = write_trace(simulation.cluster.trace, trace)
+        console.print(f"trace: {count:,} records written to {trace}")
+    if save_run is not None:
+        write_run(save_run, config, simulation.cluster.history, note=f"statechan simulate --seed {seed}")
+        console.print(f"run saved to {save_run} ({len(simulation.cluster.history):,} actions)")
+    if summary.violations:
+        raise typer.Exit(1)
+
+
+@app.command("replay")
+def replay_command(
+    run: Annotated[Path, typer.Argument(help="A run saved by simulate --save-run or by the bench.")],
+    quiet: Annotated[bool, typer.Option(help="Only the verdict, not the timeline.")] = False,
+) -> None:
+    """Replay a saved run step by step, printing its timeline and any broken invariant."""
+    from statechan.cluster.runfile import RunFileError, load_run
+    from statechan.cluster.timeline import build_timeline, format_timeline
+
+    try:
+        config, actions, note = load_run(run)
+    except RunFileError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    checker, _ = _invariant_checker(1)
+    steps = build_timeline(config, actions, checker, stop_at_violation=True)  # type: ignore[arg-type]
+    if not quiet:
+        console.print(format_timeline(steps, f"{run}: {note}".rstrip(": ")), markup=False, highlight=False)
+    broken = [v for step in steps for v in step.violations]
+    errors = [step.error for step in steps if step.error]
+    if errors:
+        err.print(f"[red]error:[/red] {errors[0]}")
+        raise typer.Exit(2)
+    console.print(
+        f"{len(steps)} of {len(actions)} steps replayed; "
+        + (f"broken: {broken[0]}" if broken else "no invariant broken"),
+        highlight=False,
+        markup=False,
+    )
+    if broken:
+        raise typer.Exit(1)
+
+
 def main() -> None:
     app()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -51,6 +52,7 @@ class Bundle:
         return Bundle(self.namespace, int(match["lo"], 16), int(match["hi"], 16))
 
 
+@functools.lru_cache(maxsize=65_536)
 def parse_key(key: str) -> Bundle:
     """The bundle a channel key names; :class:`BadKeyError` says what is wrong."""
     match = _KEY.match(key)

@@ -129,7 +129,7 @@ class Simulation:
         violations: list[str] = []
         checked = 0
         if w.assign_all_at_start:
-            for key in sorted(cluster.live_bundle_keys()):
+            for key in cluster.sorted_bundle_keys():
                 self._at(start, "lookup", key)
         for kind, rate in (
             ("lookup", w.lookups_per_hour),
@@ -187,7 +187,7 @@ class Simulation:
     def _drain(self, after_step: Callable[[], None]) -> None:
         cluster = self.cluster
         while True:
-            work = list(cluster._work_actions())
+            work = cluster._work_actions()
             if not work:
                 return
             cluster.step(work[self.rng.randrange(len(work))] if len(work) > 1 else work[0])
@@ -216,14 +216,15 @@ class Simulation:
             self._schedule_next(kind, rates[kind], now)
         action: Action | None = None
         if kind == "lookup" and running:
-            key = arg or rng.choice(sorted(cluster.live_bundle_keys()))
+            key = arg or rng.choice(cluster.sorted_bundle_keys())
             if key in cluster.live_bundle_keys():
                 action = Lookup(rng.choice(running), key)
         elif kind in ("transfer", "unload", "split") and running and not faults_over:
             broker = cluster.brokers[rng.choice(running)]
-            owned = sorted(k for k, v in broker.view.items() if v.state is S.Owned and v.dst_broker)
-            if owned:
-                key = rng.choice(owned)
+            keys = cluster.sorted_bundle_keys()
+            candidates = [k for k in (rng.choice(keys) for _ in range(8)) if _owned(broker.view.get(k))]
+            if candidates:
+                key = candidates[0]
                 owner = broker.view.get(key).dst_broker  # type: ignore[union-attr]
                 if kind == "split":
                     if owner in running and cluster.brokers[owner].view.get(key) == broker.view.get(key):
@@ -293,6 +294,10 @@ class Simulation:
 
 
 OWNERSHIP_WAIT = 5_000
+
+
+def _owned(value: object) -> bool:
+    return getattr(value, "state", None) is S.Owned and bool(getattr(value, "dst_broker", None))
 
 
 def in_flight_durations(trace: list[dict[str, object]]) -> dict[str, float]:

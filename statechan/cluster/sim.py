@@ -15,7 +15,7 @@ import heapq
 import json
 import random
 from collections import Counter, deque
-from collections.abc import Iterable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from statechan.clock import ManualClock
@@ -71,7 +71,7 @@ from statechan.stores.tableview import (
     TableView,
     key_of,
 )
-from statechan.stores.topic import Message, Topic
+from statechan.stores.topic import Message, Reader, Topic
 from statechan.values import VERSION_ID_INIT, ServiceUnitStateData, is_blank, next_version
 
 S = ServiceUnitState
@@ -145,6 +145,8 @@ class Broker:
         self.channel = ChannelState.Constructed
         self.client: StoreClient = cluster.store.connect(f"{broker_id}#{incarnation}")
         self.view: TableView
+        self.reader: Reader | None = None
+        self.monitor_scheduled = False
         self.tasks: deque[Task] = deque()
         self.pending_lookups: dict[str, int] = {}
         self.leader_view: str | None = None
@@ -177,6 +179,7 @@ class Broker:
             if cluster.config.trace_views:
                 topic_view.on_record(self._observe_record)
             self.view = topic_view
+            self.reader = topic_view.reader
         tail: Listener = self.handle_event
         if isinstance(self.view, MetadataStoreTableView) and cluster.config.trace_views:
             tail = self._traced_event
@@ -473,7 +476,8 @@ class Broker:
             return
         previous = self.leader_view
         self.leader_view = None if node is None else node[0].decode()
-        if self.leader_view == self.id and previous != self.id:
+        if self.leader_view == self.id and previous != self.id and not self.monitor_scheduled:
+            self.monitor_scheduled = True
             self.cluster.schedule("monitor", self, 0)
 
     def try_lead(self) -> None:
@@ -633,7 +637,7 @@ class Observation:
 
     time: int
     step: int
-    views: dict[str, dict[str, ServiceUnitStateData]]
+    views: dict[str, Mapping[str, ServiceUnitStateData]]
     serving: dict[str, set[str]]
     started: set[str]
     connected: set[str]
@@ -642,6 +646,7 @@ class Observation:
     leader: str | None
     acting_leaders: set[str]
     answers: tuple[LookupAnswer, ...]
+    """The lookup answers the last step gave (every answer is in one step's observation)."""
     bundles: frozenset[str]
     quiescent: bool
     config: SimConfig
@@ -667,11 +672,14 @@ class Cluster:
         self.brokers: dict[str, Broker] = {}
         self.incarnations: Counter[str] = Counter()
         self.namespaces: dict[str, list[Bundle]] = {}
+        self._live_keys: frozenset[str] | None = None
+        self._sorted_keys: list[str] = []
         self._timers: list[_Timer] = []
         self._seq = 0
         self.history: list[Action] = []
         self.trace: list[dict[str, object]] = []
         self.answers: list[LookupAnswer] = []
+        self._step_answers = 0
         self.counters: Counter[str] = Counter()
         self.split_failures = 0
         self._dead_clients: dict[tuple[str, int], StoreClient] = {}
@@ -798,8 +806,16 @@ class Cluster:
         node = self.store._get(LEADER)
         return None if node is None else node[0].decode()
 
-    def live_bundle_keys(self) -> set[str]:
-        return {b.key for bundles in self.namespaces.values() for b in bundles}
+    def live_bundle_keys(self) -> frozenset[str]:
+        """The keys of every bundle the namespaces have now (splits replace parents)."""
+        if self._live_keys is None:
+            self._live_keys = frozenset(b.key for bundles in self.namespaces.values() for b in bundles)
+            self._sorted_keys = sorted(self._live_keys)
+        return self._live_keys
+
+    def sorted_bundle_keys(self) -> list[str]:
+        self.live_bundle_keys()
+        return self._sorted_keys
 
     def replace_bundle(self, parent: Bundle, children: list[Bundle]) -> None:
         bundles = self.namespaces.get(parent.namespace, [])
@@ -807,13 +823,14 @@ class Cluster:
             bundles.remove(parent)
             bundles.extend(children)
             bundles.sort()
+            self._live_keys = None
 
     def inject_split_failures(self, count: int) -> None:
         """The next split's bundle-metadata updates fail ``count`` times (BadVersionException)."""
         self.split_failures = count
 
-    LOAD_REPORT_INTERVAL_MS = 5_000
-    """Brokers report load every few seconds; placement reads the last report."""
+    LOAD_REPORT_INTERVAL_MS = 30_000
+    """Brokers report load periodically; placement reads the last report."""
 
     def current_loads(self) -> dict[str, BrokerLoad]:
         if self._loads_at < 0 or self.clock.now_ms() - self._loads_at >= self.LOAD_REPORT_INTERVAL_MS:
@@ -832,7 +849,7 @@ class Cluster:
     def enabled_actions(self) -> list[Action]:
         """Every action that can happen now (for the model checker and Hypothesis)."""
         actions: list[Action] = []
-        keys = sorted(self.live_bundle_keys())
+        keys = self.sorted_bundle_keys()
         for broker_id, broker in sorted(self.brokers.items()):
             if broker.alive:
                 if isinstance(broker.view, SystemTopicTableView) and broker.view.pending:
@@ -881,6 +898,7 @@ class Cluster:
 
     def step(self, action: Action) -> None:
         """Apply one action (it must be enabled; a disabled one raises ``ValueError``)."""
+        self._step_answers = len(self.answers)
         self._apply(action)
         self.history.append(action)
         self.counters[action.kind] += 1
@@ -1011,6 +1029,8 @@ class Cluster:
             if broker.is_leader:
                 broker.monitor()
                 self.schedule("monitor", broker, self.config.channel.monitor_interval_s * 1000)
+            else:
+                broker.monitor_scheduled = False
         elif timer.kind == "cleanup":
             broker.cleanup_jobs.pop(timer.key, None)
             broker.do_cleanup(timer.key, gracefully=False)
@@ -1037,7 +1057,7 @@ class Cluster:
         return Observation(
             time=self.clock.now_ms(),
             step=len(self.history),
-            views={i: b.view.snapshot() for i, b in running.items()},
+            views={i: b.view.data() for i, b in running.items()},
             serving={i: b.serving() for i, b in running.items()},
             started={i for i, b in running.items() if b.channel is ChannelState.Started},
             connected={i for i, b in running.items() if b.client.connected},
@@ -1045,8 +1065,8 @@ class Cluster:
             unregistered_at=dict(self.unregistered_at),
             leader=self.leader(),
             acting_leaders={i for i, b in running.items() if b.is_leader},
-            answers=tuple(self.answers),
-            bundles=frozenset(self.live_bundle_keys()),
+            answers=tuple(self.answers[self._step_answers :]),
+            bundles=self.live_bundle_keys(),
             quiescent=self.quiescent(),
             config=self.config,
             syncer_differences=None if self.syncer is None else len(self.syncer.differences()),
@@ -1061,22 +1081,26 @@ class Cluster:
 
     def quiescent(self) -> bool:
         """No delivery, notification, task or syncer step is waiting (timers may be)."""
-        return not any(isinstance(a, Deliver | Notify | RunTask | SyncTopic | SyncStore) for a in self._work_actions())
+        return not self._work_actions()
 
-    def _work_actions(self) -> Iterable[Action]:
+    def _work_actions(self) -> list[Action]:
+        work: list[Action] = []
+        end = self.topic.end
         for broker_id, broker in self.brokers.items():
             if broker.alive:
-                if isinstance(broker.view, SystemTopicTableView) and broker.view.pending:
-                    yield Deliver(broker_id)
-                if broker.client.pending:
-                    yield Notify(broker_id)
+                reader = broker.reader
+                if reader is not None and reader.position < end:
+                    work.append(Deliver(broker_id))
+                if broker.client._queue:
+                    work.append(Notify(broker_id))
                 if broker.tasks:
-                    yield RunTask(broker_id)
+                    work.append(RunTask(broker_id))
         if self.syncer is not None:
             if self.syncer.topic_view.pending:
-                yield SyncTopic()
+                work.append(SyncTopic())
             if self.syncer.client.pending:
-                yield SyncStore()
+                work.append(SyncStore())
+        return work
 
     def drain(self, limit: int = 1_000_000) -> int:
         """Take every waiting delivery, notification, task and syncer step (no time passes).
@@ -1086,7 +1110,7 @@ class Cluster:
         """
         steps = 0
         while steps < limit:
-            work = list(self._work_actions())
+            work = self._work_actions()
             if not work:
                 return steps
             deliveries = [a for a in work if not isinstance(a, RunTask)]

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Protocol
 
 import pydantic
@@ -113,6 +114,8 @@ class TableView(Protocol):
 
     def snapshot(self) -> dict[str, ServiceUnitStateData]: ...
 
+    def data(self) -> Mapping[str, ServiceUnitStateData]: ...
+
     def owned_service_units(self, broker: str | None = None) -> set[str]: ...
 
     def flush(self) -> None: ...
@@ -133,6 +136,7 @@ class _ViewBase:
         self.check_brokers = check_brokers
         self._rules = rules_for(self.storage, model)
         self._data: dict[str, ServiceUnitStateData] = {}
+        self._owned: set[str] = set()  # keys this view's own broker owns, kept as the map changes
         self._tail: list[Listener] = []
         self._existing: list[Listener] = []
         self._outdated: list[Listener] = []
@@ -154,6 +158,22 @@ class _ViewBase:
     def get(self, key: str) -> ServiceUnitStateData | None:
         return self._data.get(key)
 
+    def _set(self, key: str, value: ServiceUnitStateData | None) -> None:
+        """The one place the local map changes (keeps the owned set in step)."""
+        if value is None:
+            self._data.pop(key, None)
+            self._owned.discard(key)
+            return
+        self._data[key] = value
+        if owned_by(value, self.broker):
+            self._owned.add(key)
+        else:
+            self._owned.discard(key)
+
+    def _replace_all(self, data: dict[str, ServiceUnitStateData]) -> None:
+        self._data = data
+        self._owned = {key for key, value in data.items() if owned_by(value, self.broker)}
+
     def __contains__(self, key: str) -> bool:
         return key in self._data
 
@@ -170,10 +190,15 @@ class _ViewBase:
         """A copy of the local map (for comparing views)."""
         return dict(self._data)
 
+    def data(self) -> Mapping[str, ServiceUnitStateData]:
+        """The local map itself, read-only (no copy: valid until the view next changes)."""
+        return MappingProxyType(self._data)
+
     def owned_service_units(self, broker: str | None = None) -> set[str]:
         """Bundles this view says ``broker`` (default: the view's own broker) owns."""
-        who = self.broker if broker is None else broker
-        return {key for key, value in self._data.items() if owned_by(value, who)}
+        if broker is None or broker == self.broker:
+            return set(self._owned)
+        return {key for key, value in self._data.items() if owned_by(value, broker)}
 
     def _notify(self, listeners: list[Listener], key: str, value: ServiceUnitStateData | None) -> None:
         for listener in list(listeners):
@@ -263,10 +288,7 @@ class SystemTopicTableView(_ViewBase):
         verdict = decide(self._rules, self._data.get(key), value, self.check_brokers)
         if verdict.accepted:
             self.stats.accepted[verdict.reason] += 1
-            if value is None:
-                self._data.pop(key, None)
-            else:
-                self._data[key] = value
+            self._set(key, value)
             if notify:
                 self._notify(self._tail, key, value)
         else:
@@ -349,7 +371,7 @@ class MetadataStoreTableView(_ViewBase):
                 value = self._read(key)
                 if value is not None:
                     loaded[key] = value
-        self._data = dict(sorted(loaded.items()))
+        self._replace_all(dict(sorted(loaded.items())))
         for key, value in list(self._data.items()):
             self._notify(self._existing, key, value)
 
@@ -369,10 +391,7 @@ class MetadataStoreTableView(_ViewBase):
         if self._data.get(key) == value:
             self.stats.equal_updates_skipped += 1
             return
-        if value is None:
-            self._data.pop(key, None)
-        else:
-            self._data[key] = value
+        self._set(key, value)
         self._notify(self._tail, key, value)
 
     def _refresh(self, key: str) -> None:
@@ -392,7 +411,7 @@ class MetadataStoreTableView(_ViewBase):
         if event is SessionEvent.SessionLost:
             for key, value in list(self._data.items()):
                 self._notify(self._outdated, key, value)
-            self._data.clear()
+            self._replace_all({})
         elif event is SessionEvent.SessionReestablished:
             try:
                 self._fill()

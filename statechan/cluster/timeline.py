@@ -1,0 +1,82 @@
+"""Readable timelines: a run replayed step by step, with the records each step wrote and the
+invariants that broke — the one counterexample format of the bench, the checker and ``replay``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from statechan.cluster.actions import Action
+from statechan.cluster.config import SimConfig
+from statechan.cluster.sim import Cluster
+
+Checker = Callable[[Cluster], list[str]]
+
+
+@dataclass
+class TimelineStep:
+    number: int
+    time_ms: int
+    action: str
+    records: list[str] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+def _record_text(record: dict[str, object]) -> str:
+    kind = record["kind"]
+    if kind == "channel":
+        value = record.get("value")
+        who = f" by {record['producer']}" if record.get("producer") else ""
+        if not isinstance(value, dict):
+            return f"{record['key']} := tombstone{who}"
+        parts = [str(value.get("state"))]
+        for name, label in (("dstBroker", "dst"), ("sourceBroker", "src")):
+            if value.get(name):
+                parts.append(f"{label}={value[name]}")
+        if value.get("force"):
+            parts.append("force")
+        parts.append(f"v{value.get('versionId')}")
+        return f"{record['key']} := {' '.join(parts)}{who}"
+    if kind == "registry":
+        return f"registry: {record['broker']} {record['event']}"
+    if kind == "leader":
+        return f"leader: {record['broker']} elected"
+    return str(record)
+
+
+def build_timeline(
+    config: SimConfig, actions: Sequence[Action], check: Checker | None = None, stop_at_violation: bool = True
+) -> list[TimelineStep]:
+    """Replay ``actions`` on a fresh cluster, noting each step's writes and broken invariants."""
+    cluster = Cluster(config)
+    start = cluster.clock.now_ms()
+    steps: list[TimelineStep] = []
+    for number, action in enumerate(actions, start=1):
+        mark = len(cluster.trace)
+        step = TimelineStep(number, cluster.clock.now_ms() - start, action.describe())
+        try:
+            cluster.step(action)
+        except ValueError as exc:
+            step.error = str(exc)
+            steps.append(step)
+            break
+        step.time_ms = cluster.clock.now_ms() - start
+        step.records = [_record_text(r) for r in cluster.trace[mark:] if r["kind"] != "view"]
+        if check is not None:
+            step.violations = check(cluster)
+        steps.append(step)
+        if step.violations and stop_at_violation:
+            break
+    return steps
+
+
+def format_timeline(steps: Sequence[TimelineStep], title: str = "") -> str:
+    lines = [title] if title else []
+    for step in steps:
+        lines.append(f"{step.number:>4}. t+{step.time_ms / 1000:>7.1f}s  {step.action}")
+        lines.extend(f"          writes {record}" for record in step.records)
+        if step.error:
+            lines.append(f"          cannot run: {step.error}")
+        lines.extend(f"          BROKEN {violation}" for violation in step.violations)
+    return "\n".join(lines)
