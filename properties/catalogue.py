@@ -1,22 +1,28 @@
 """The invariant catalogue: each invariant written once, as a pure function, with its id, its
 statement and the Pulsar issues it guards against.
 
-Cluster invariants take an :class:`~statechan.cluster.Observation` (what the simulator shows at
-one step) and return the violations they find. ``when`` says when an invariant applies:
-``always`` after every step, ``quiescent`` once no delivery, notification or task is waiting.
-The Hypothesis bench, the model checker and the long simulation tests all use these functions.
+Two kinds. *Cluster* invariants take an :class:`~statechan.cluster.Observation` (what the
+simulator shows at one step); ``when`` says when they apply: ``always`` after every step,
+``quiescent`` once no delivery, notification or task is waiting. *History* invariants take one
+bundle's :class:`KeyHistory` (its channel records in log order and what each broker's view took),
+which a simulated run and a captured trace both give. The Hypothesis bench, the model checker,
+the long simulation tests and the trace auditor all call these functions; none restates them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
 from statechan.cluster.config import MAX_CLEAN_UP_DELAY_TIME_IN_SECS
 from statechan.cluster.sim import Observation
 from statechan.keys import BadKeyError, Bundle, parse_key
-from statechan.states import ServiceUnitState
+from statechan.model import DEFAULT_MODEL
+from statechan.resolver import decide, rules_for
+from statechan.states import ServiceUnitState, StorageType
+from statechan.values import ServiceUnitStateData
 
 S = ServiceUnitState
 ACTIVE = frozenset({S.Owned, S.Assigning, S.Releasing, S.Splitting})
@@ -36,7 +42,47 @@ class Violation:
         return f"{self.invariant}{where}: {self.detail}"
 
 
-Check = Callable[[Observation], list[Violation]]
+@dataclass(frozen=True)
+class HistoryRecord:
+    """One record of a bundle's history: on the channel (``observer`` None) or taken by a view."""
+
+    offset: int
+    time: int
+    value: ServiceUnitStateData | None
+    """``None`` is a tombstone (the key deleted)."""
+    observer: str | None = None
+    accepted: bool = True
+    """For a view record: whether the observer's view took it (channel records: always True)."""
+
+
+@dataclass(frozen=True)
+class KeyHistory:
+    """Everything recorded about one bundle key, in order."""
+
+    key: str
+    channel: tuple[HistoryRecord, ...]
+    views: Mapping[str, tuple[HistoryRecord, ...]] = field(default_factory=dict)
+    storage: StorageType = StorageType.SystemTopic
+    model: str = DEFAULT_MODEL
+
+    @functools.cached_property
+    def settled(self) -> tuple[HistoryRecord, ...]:
+        """The channel records that stood: on a system topic, those a reader of the whole log
+        accepts (the resolver on read); on a metadata store, every committed write."""
+        if self.storage is StorageType.MetadataStore:
+            return self.channel
+        rules = rules_for(self.storage, self.model)
+        held: ServiceUnitStateData | None = None
+        kept = []
+        for record in self.channel:
+            if decide(rules, held, record.value).accepted:
+                held = record.value
+                kept.append(record)
+        return tuple(kept)
+
+
+ClusterCheck = Callable[[Observation], list[Violation]]
+HistoryCheck = Callable[[KeyHistory], list[Violation]]
 
 
 @dataclass(frozen=True)
@@ -44,20 +90,50 @@ class Invariant:
     id: str
     statement: str
     guards: tuple[str, ...]
-    when: Literal["always", "quiescent"]
-    check: Check
+    when: Literal["always", "quiescent", "history"]
+    """``always``/``quiescent``: a cluster invariant checked then; ``history``: over a bundle's history."""
+    cluster_check: ClusterCheck | None = None
+    history_check: HistoryCheck | None = None
+    default: bool = True
+    """Checked unless named otherwise; False for a documented hazard of the current protocol."""
+
+    @property
+    def kind(self) -> str:
+        return "history" if self.history_check is not None else "cluster"
 
 
 CATALOGUE: dict[str, Invariant] = {}
 
 
+def _register(inv: Invariant) -> None:
+    if inv.id in CATALOGUE:
+        raise ValueError(f"invariant {inv.id!r} is declared twice")
+    CATALOGUE[inv.id] = inv
+
+
 def invariant(
-    id: str, statement: str, guards: Iterable[str], when: Literal["always", "quiescent"] = "always"
-) -> Callable[[Check], Check]:
-    def register(check: Check) -> Check:
-        if id in CATALOGUE:
-            raise ValueError(f"invariant {id!r} is declared twice")
-        CATALOGUE[id] = Invariant(id, statement, tuple(guards), when, check)
+    id: str,
+    statement: str,
+    guards: Iterable[str],
+    when: Literal["always", "quiescent"] = "always",
+    default: bool = True,
+) -> Callable[[ClusterCheck], ClusterCheck]:
+    """Declare a cluster invariant."""
+
+    def register(check: ClusterCheck) -> ClusterCheck:
+        _register(Invariant(id, statement, tuple(guards), when, cluster_check=check, default=default))
+        return check
+
+    return register
+
+
+def history_invariant(
+    id: str, statement: str, guards: Iterable[str], default: bool = True
+) -> Callable[[HistoryCheck], HistoryCheck]:
+    """Declare an invariant over one bundle's history."""
+
+    def register(check: HistoryCheck) -> HistoryCheck:
+        _register(Invariant(id, statement, tuple(guards), "history", history_check=check, default=default))
         return check
 
     return register
@@ -143,7 +219,8 @@ def views_converge(obs: Observation) -> list[Violation]:
     when="quiescent",
 )
 def leader_unique(obs: Observation) -> list[Violation]:
-    expected = {obs.leader} if obs.leader in obs.views else set()  # a dead leader's node outlives it a while
+    # a dead or disconnected leader's node outlives it until its session expires
+    expected = {obs.leader} if obs.leader in obs.views and obs.leader in obs.connected else set()
     if obs.acting_leaders != expected:
         return [Violation("leader-unique", f"elected {obs.leader}, acting as leader: {sorted(obs.acting_leaders)}")]
     return []
@@ -151,7 +228,8 @@ def leader_unique(obs: Observation) -> list[Violation]:
 
 @invariant(
     "lookup-answers-live-owner",
-    "A lookup never answers with a broker that is not registered.",
+    "A lookup never answers with an owner that is not registered (early redirects to an "
+    "in-flight destination are not ownership answers).",
     ["#21811", "#24478", "#26520"],
 )
 def lookup_answers_live_owner(obs: Observation) -> list[Violation]:
@@ -162,7 +240,7 @@ def lookup_answers_live_owner(obs: Observation) -> list[Violation]:
             a.bundle,
         )
         for a in obs.answers
-        if a.owner is not None and not a.owner_registered
+        if a.owner is not None and not a.redirect and not a.owner_registered
     ]
 
 
@@ -172,8 +250,14 @@ def lookup_answers_live_owner(obs: Observation) -> list[Violation]:
     ["#21811", "#23064", "#23349", "#26520", "#25132"],
 )
 def owner_registered(obs: Observation) -> list[Violation]:
+    if obs.leader_since is None or obs.timers_overdue:
+        return []  # nobody cleans up without a leader; the bound counts from when there is one
     bound = cleanup_bound_ms(obs)
-    overdue = {b for b, since in obs.unregistered_at.items() if b not in obs.registered and obs.time - since > bound}
+    overdue = {
+        b
+        for b, since in obs.unregistered_at.items()
+        if b not in obs.registered and obs.time - max(since, obs.leader_since) > bound
+    }
     if not overdue:
         return []
     found = []
@@ -201,34 +285,307 @@ def owner_registered(obs: Observation) -> list[Violation]:
 
 @invariant(
     "in-flight-completes",
-    "An in-flight state (Assigning, Releasing, Splitting) settles within the in-flight bound.",
-    ["#19988", "#21332", "#25379", "#23349", "#26520"],
-    when="quiescent",
+    "With a leader acting, an in-flight state (Assigning, Releasing, Splitting) settles within the "
+    "in-flight wait plus two monitor periods plus the clean-up bound.",
+    ["#19988", "#21332", "#23349", "#26520"],
 )
 def in_flight_completes(obs: Observation) -> list[Violation]:
+    if obs.leader_since is None or obs.timers_overdue:
+        return []
     cfg = obs.config.channel
     bound = cfg.in_flight_wait_ms + 2 * cfg.monitor_interval_s * 1000 + cleanup_bound_ms(obs)
     found = []
     reported: set[str] = set()
     for broker in sorted(obs.views):
         for key, data in obs.views[broker].items():
-            if data.state in IN_FLIGHT and key not in reported and obs.time - data.timestamp > bound:
+            if data.state not in IN_FLIGHT or key in reported or key in obs.failed_splits:
+                continue
+            waited = obs.time - max(data.timestamp, obs.leader_since)
+            if waited > bound:
                 reported.add(key)
                 found.append(
                     Violation(
                         "in-flight-completes",
-                        f"{broker} still sees {_brief(data)} after {(obs.time - data.timestamp) // 1000} s",
+                        f"{broker} still sees {_brief(data)} after {waited // 1000} s (bound {bound // 1000} s)",
                         key,
                     )
                 )
     return found
 
 
+def _unacted(obs: Observation, states: frozenset[S], invariant_id: str) -> list[Violation]:
+    found = []
+    for broker in sorted(obs.started):
+        view = obs.views.get(broker, {})
+        for key, data in sorted(view.items()):
+            if data.state not in states or key in obs.failed_splits:
+                continue
+            waits_on = data.dst_broker if data.state is S.Assigning else data.source_broker
+            if waits_on == broker:
+                found.append(Violation(invariant_id, f"{broker} holds {_brief(data)} and has not acted on it", key))
+    return found
+
+
+@invariant(
+    "in-flight-acted-on",
+    "Once nothing is waiting, no Assigning waits on its destination while that broker runs and its "
+    "view holds it: the state found at start-up is acted on as the event would have been.",
+    ["#25379", "#23152"],
+    when="quiescent",
+)
+def in_flight_acted_on(obs: Observation) -> list[Violation]:
+    return _unacted(obs, frozenset({S.Assigning}), "in-flight-acted-on")
+
+
+@invariant(
+    "release-acted-on",
+    "Once nothing is waiting, no Releasing or Splitting waits on its source while that broker runs "
+    "and its view holds it. The current protocol does NOT hold this: a broker restarted with the "
+    "same id ignores a Releasing/Splitting of its previous incarnation until the leader's monitor "
+    "overrides it (see docs/findings.md); reported on request.",
+    ["#25379", "#19988"],
+    when="quiescent",
+    default=False,
+)
+def release_acted_on(obs: Observation) -> list[Violation]:
+    return _unacted(obs, frozenset({S.Releasing, S.Splitting}), "release-acted-on")
+
+
+@invariant(
+    "syncer-equivalence",
+    "Once nothing is waiting, the syncer's source and destination views hold the same entries, deletions included.",
+    ["#25946", "#24357", "#23301"],
+    when="quiescent",
+)
+def syncer_equivalence(obs: Observation) -> list[Violation]:
+    if not obs.syncer_differences:
+        return []
+    return [Violation("syncer-equivalence", f"{obs.syncer_differences} key(s) differ between the two stores")]
+
+
+# -- history invariants ------------------------------------------------------------------------------
+def _streams(history: KeyHistory) -> list[tuple[str, list[HistoryRecord]]]:
+    """The settled channel sequence and each observer's accepted sequence, named for messages."""
+    streams = [("the channel", list(history.settled))]
+    streams.extend(
+        (observer, [r for r in records if r.accepted]) for observer, records in sorted(history.views.items())
+    )
+    return streams
+
+
+@history_invariant(
+    "version-monotonic",
+    "Between deletions, the version a view (or the channel's settled sequence) holds for a key never goes back.",
+    ["#20110", "#24186"],
+)
+def version_monotonic(history: KeyHistory) -> list[Violation]:
+    found = []
+    for who, records in _streams(history):
+        held: ServiceUnitStateData | None = None
+        for record in records:
+            value = record.value
+            if held is not None and value is not None and value.version_id < held.version_id:
+                found.append(
+                    Violation(
+                        "version-monotonic",
+                        f"{who} went from {_brief(held)} to {_brief(value)} (offset {record.offset})",
+                        history.key,
+                    )
+                )
+            held = value
+    return found
+
+
+@history_invariant(
+    "one-value-per-version",
+    "Within one lifetime of a key (between deletions), a version carries one value, and every value a "
+    "broker's view takes is one the channel settled on.",
+    ["#24186", "#24185"],
+)
+def one_value_per_version(history: KeyHistory) -> list[Violation]:
+    found = []
+    seen: dict[int, ServiceUnitStateData] = {}
+    settled_values: set[ServiceUnitStateData] = set()
+    for record in history.settled:
+        value = record.value
+        if value is None:
+            seen.clear()
+            continue
+        settled_values.add(value)
+        other = seen.setdefault(value.version_id, value)
+        if other != value:
+            found.append(
+                Violation(
+                    "one-value-per-version",
+                    f"version {value.version_id} holds {_brief(other)} and then {_brief(value)} "
+                    f"(offset {record.offset})",
+                    history.key,
+                )
+            )
+    for observer, records in sorted(history.views.items()):
+        for record in records:
+            if record.accepted and record.value is not None and record.value not in settled_values:
+                found.append(
+                    Violation(
+                        "one-value-per-version",
+                        f"{observer} took {_brief(record.value)}, which the channel never settled on "
+                        f"(offset {record.offset})",
+                        history.key,
+                    )
+                )
+                break
+    return found
+
+
+@history_invariant(
+    "no-resurrection",
+    "Once a bundle is Deleted (its split is done), no later record makes it active again, tombstone or not.",
+    ["#19546", "#19490"],
+)
+def no_resurrection(history: KeyHistory) -> list[Violation]:
+    found = []
+    for who, records in _streams(history):
+        deleted_at: int | None = None
+        for record in records:
+            value = record.value
+            if value is None:
+                continue
+            if value.state is S.Deleted:
+                deleted_at = record.offset if deleted_at is None else deleted_at
+            elif deleted_at is not None and value.state in ACTIVE:
+                found.append(
+                    Violation(
+                        "no-resurrection",
+                        f"{who} took {_brief(value)} at offset {record.offset}, after Deleted at offset {deleted_at}",
+                        history.key,
+                    )
+                )
+                break
+    return found
+
+
+@history_invariant(
+    "split-partitions-parent",
+    "A Splitting record's children cover the parent's hash range exactly: contiguous, no overlap, no gap.",
+    ["#19988", "#22743"],
+)
+def split_partitions_parent(history: KeyHistory) -> list[Violation]:
+    parent = _bundle(history.key)
+    if parent is None:
+        return []
+    found = []
+    for record in history.channel:
+        value = record.value
+        if value is None or value.state is not S.Splitting or not value.split_children:
+            continue
+        try:
+            children = sorted(parent.child(name) for name in value.split_children)
+        except BadKeyError as exc:
+            found.append(Violation("split-partitions-parent", f"offset {record.offset}: {exc}", history.key))
+            continue
+        edges = [parent.lower] + [c for child in children for c in (child.lower, child.upper)] + [parent.upper]
+        joined = all(edges[i] == edges[i + 1] for i in range(0, len(edges), 2))
+        if not joined or any(child.lower >= child.upper for child in children):
+            ranges = ", ".join(child.range_name for child in children)
+            found.append(
+                Violation(
+                    "split-partitions-parent",
+                    f"offset {record.offset}: children {ranges} do not partition {parent.range_name}",
+                    history.key,
+                )
+            )
+    return found
+
+
+COMPACTION_CHECK_LIMIT = 400
+"""Longest channel history checked at every compaction point; a longer one is checked at its last
+``COMPACTION_CHECK_LIMIT`` points (the check is quadratic in the history's length)."""
+
+
+def _compaction_divergence(history: KeyHistory, across_deletions: bool) -> list[Violation]:
+    """Readers at every position p, served the log compacted at every horizon h > p, then the tail.
+
+    ``across_deletions`` False: only readers whose held value is of the compacted value's lifetime
+    (no deletion settled between p and h); True: only readers a deletion separates from it.
+    """
+    if history.storage is not StorageType.SystemTopic or not history.channel:
+        return []
+    invariant_id = "compaction-keeps-deletions" if across_deletions else "compaction-equivalence"
+    rules = rules_for(history.storage, history.model)
+    values = [r.value for r in history.channel]
+    held: list[ServiceUnitStateData | None] = [None]  # held[i]: a full reader after i records
+    lifetime_start = [0]  # lifetime_start[i]: where the lifetime held[i] belongs to began
+    for i, value in enumerate(values, start=1):
+        last = held[-1]
+        accepted = decide(rules, last, value).accepted
+        held.append(value if accepted else last)
+        lifetime_start.append(i if accepted and value is None else lifetime_start[-1])
+    final = held[-1]
+
+    def finish(start: ServiceUnitStateData | None, tail_from: int) -> ServiceUnitStateData | None:
+        current = start
+        for value in values[tail_from:]:
+            if decide(rules, current, value).accepted:
+                current = value
+        return current
+
+    first = max(1, len(values) - COMPACTION_CHECK_LIMIT + 1)
+    for horizon in range(first, len(values) + 1):
+        compacted = held[horizon]
+        if compacted is None:
+            continue  # the compacted ledger has no entry for the key
+        born = lifetime_start[horizon]
+        positions = range(born) if across_deletions else range(born, horizon)
+        tried: list[ServiceUnitStateData | None] = []
+        for position in positions:
+            start = held[position]
+            if any(start is t for t in tried):
+                continue
+            tried.append(start)
+            served = compacted if decide(rules, start, compacted).accepted else start
+            if served == compacted:
+                continue
+            end = finish(served, horizon)
+            if end != final:
+                return [
+                    Violation(
+                        invariant_id,
+                        f"a reader holding {_brief(start)} (after {position} records) and served the log "
+                        f"compacted at {horizon} ({_brief(compacted)}) ends with {_brief(end)}; "
+                        f"the whole log gives {_brief(final)}",
+                        history.key,
+                    )
+                ]
+    return []
+
+
+@history_invariant(
+    "compaction-equivalence",
+    "Compacting the log at any point changes no reader's outcome: a reader that had read any prefix of "
+    "the key's current lifetime and is then served the compacted value plus the tail ends where a "
+    "reader of the whole log ends.",
+    ["#20110", "#19546"],
+)
+def compaction_equivalence(history: KeyHistory) -> list[Violation]:
+    return _compaction_divergence(history, across_deletions=False)
+
+
+@history_invariant(
+    "compaction-keeps-deletions",
+    "A reader that a deletion separates from the compacted value (it read the key's previous "
+    "lifetime, then fell behind the compaction horizon) still ends where a reader of the whole log "
+    "ends. Pulsar's compacted ledger drops tombstones, so the current protocol does NOT hold this: "
+    "a known hazard, reported on request, not a fixed bug.",
+    ["docs/findings.md"],
+    default=False,
+)
+def compaction_keeps_deletions(history: KeyHistory) -> list[Violation]:
+    return _compaction_divergence(history, across_deletions=True)
+
+
 def _brief(data: object) -> str:
     if data is None:
         return "nothing"
-    from statechan.values import ServiceUnitStateData
-
     assert isinstance(data, ServiceUnitStateData)
     parts = [data.state.value]
     if data.dst_broker:
@@ -242,12 +599,66 @@ def _brief(data: object) -> str:
 
 
 def check(obs: Observation, ids: Iterable[str] | None = None) -> list[Violation]:
-    """Every applicable invariant (or those named) on one observation."""
+    """Every applicable default cluster invariant (or those named) on one observation."""
+    wanted = None if ids is None else set(ids)
     found: list[Violation] = []
     for inv in CATALOGUE.values():
-        if ids is not None and inv.id not in ids:
+        if inv.cluster_check is None:
+            continue
+        if (wanted is None and not inv.default) or (wanted is not None and inv.id not in wanted):
             continue
         if inv.when == "quiescent" and not obs.quiescent:
             continue
-        found.extend(inv.check(obs))
+        found.extend(inv.cluster_check(obs))
     return found
+
+
+def check_history(history: KeyHistory, ids: Iterable[str] | None = None) -> list[Violation]:
+    """Every default history invariant (or those named) on one bundle's history."""
+    wanted = None if ids is None else set(ids)
+    found: list[Violation] = []
+    for inv in CATALOGUE.values():
+        if inv.history_check is None:
+            continue
+        if (wanted is None and not inv.default) or (wanted is not None and inv.id not in wanted):
+            continue
+        found.extend(inv.history_check(history))
+    return found
+
+
+def histories_from_trace(
+    trace: Iterable[Mapping[str, object]],
+    storage: StorageType = StorageType.SystemTopic,
+    model: str = DEFAULT_MODEL,
+) -> list[KeyHistory]:
+    """Group a trace's channel and view records by key (values decoded from Pulsar JSON)."""
+    channel: dict[str, list[HistoryRecord]] = {}
+    views: dict[str, dict[str, list[HistoryRecord]]] = {}
+    for record in trace:
+        kind = record.get("kind")
+        if kind not in ("channel", "view"):
+            continue
+        key = str(record["key"])
+        raw = record.get("value")
+        value = None if raw is None else ServiceUnitStateData.model_validate(raw)
+        offset = int(record["offset"])  # type: ignore[call-overload]
+        if kind == "channel":
+            time = int(record.get("publish_time", 0))  # type: ignore[call-overload]
+            channel.setdefault(key, []).append(HistoryRecord(offset, time, value))
+        else:
+            observer = str(record["observer"])
+            if record.get("incarnation") is not None:  # a restarted broker's view starts afresh
+                observer = f"{observer}#{record['incarnation']}"
+            time = int(record.get("time", 0))  # type: ignore[call-overload]
+            entry = HistoryRecord(offset, time, value, observer, bool(record.get("accepted", True)))
+            views.setdefault(key, {}).setdefault(observer, []).append(entry)
+    return [
+        KeyHistory(
+            key,
+            tuple(channel.get(key, ())),
+            {o: tuple(r) for o, r in sorted(views.get(key, {}).items())},
+            storage,
+            model,
+        )
+        for key in sorted(set(channel) | set(views))
+    ]

@@ -25,7 +25,7 @@ from statechan.cluster import (
     Transfer,
     Unload,
 )
-from statechan.cluster.sim import LEADER, REGISTRY
+from statechan.cluster.sim import LEADER, REGISTRY, Broker
 
 S = ServiceUnitState
 B1, B2, B3 = "broker-1:8080", "broker-2:8080", "broker-3:8080"
@@ -145,6 +145,13 @@ def test_split_that_keeps_failing_is_completed_by_the_leader(store: StoreKind) -
     no_violations(c)
 
 
+def write(broker: Broker, key: str, value: ServiceUnitStateData) -> None:
+    """Publish and, on the metadata store, run the compare-and-set the publish queued."""
+    broker.publish(key, value)
+    while broker.tasks and broker.tasks[0].kind == "commit":
+        broker.run_task()
+
+
 def orphan_case(store: StoreKind, state: S) -> tuple[Cluster, str, str]:
     """A bundle left in ``state`` by broker-3, which then crashes and whose session expires."""
     c = cluster(store)
@@ -161,17 +168,17 @@ def orphan_case(store: StoreKind, state: S) -> tuple[Cluster, str, str]:
     }
     if state is S.Assigning:
         # an Assigning is first written as Assigning v1 on both stores
-        leader.publish(key, values[state])
+        write(leader, key, values[state])
     elif store is StoreKind.metadata_store:
-        leader.publish(key, ServiceUnitStateData(state=S.Assigning, dst_broker=B3, version_id=1))
+        write(leader, key, ServiceUnitStateData(state=S.Assigning, dst_broker=B3, version_id=1))
         base = values[state]
         if state is S.Owned:
-            leader.publish(key, base.model_copy(update={"version_id": 2}))
+            write(leader, key, base.model_copy(update={"version_id": 2}))
         else:
-            leader.publish(key, ServiceUnitStateData(state=S.Owned, dst_broker=B3, version_id=2))
-            leader.publish(key, base.model_copy(update={"version_id": 3, "dst_broker": base.dst_broker}))
+            write(leader, key, ServiceUnitStateData(state=S.Owned, dst_broker=B3, version_id=2))
+            write(leader, key, base.model_copy(update={"version_id": 3, "dst_broker": base.dst_broker}))
     else:
-        leader.publish(key, values[state])
+        write(leader, key, values[state])
     c.step(Crash(B3))
     c.drain()
     return c, key, leader.id
@@ -268,7 +275,7 @@ def test_lookups_per_state(store: StoreKind) -> None:
     def answer_of(value: ServiceUnitStateData) -> tuple[str | None, str | None, bool]:
         """broker-2's answer once its view holds ``value`` (nobody else acts meanwhile)."""
         c.brokers[B1].publish(key, None)
-        c.brokers[B1].publish(key, value)
+        write(c.brokers[B1], key, value)
         b2.view.flush()
         b2.client.deliver_all()
         assert b2.value(key) == value
@@ -299,7 +306,7 @@ def test_a_lookup_waiting_on_an_in_flight_bundle_times_out(store: StoreKind) -> 
     c = cluster(store)
     key = key0(c)
     b1 = c.brokers[B1]
-    b1.publish(key, ServiceUnitStateData(state=S.Assigning, dst_broker=B1, version_id=1, timestamp=c.clock.now_ms()))
+    write(b1, key, ServiceUnitStateData(state=S.Assigning, dst_broker=B1, version_id=1, timestamp=c.clock.now_ms()))
     b1.view.flush()
     assert [t.kind for t in b1.tasks] == ["own"]  # queued, never run in this test
     b1.lookup(key)

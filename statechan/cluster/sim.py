@@ -67,6 +67,7 @@ from statechan.stores.tableview import (
     PATH_PREFIX,
     Listener,
     MetadataStoreTableView,
+    PendingPut,
     SystemTopicTableView,
     TableView,
     key_of,
@@ -105,6 +106,8 @@ class Task:
     key: str
     data: ServiceUnitStateData | None
     target: str | None = None
+    pending: PendingPut | None = field(default=None, compare=False)
+    """For ``commit``: a metadata-store write that has read the node and waits to compare-and-set."""
 
     def describe(self) -> str:
         return f"{self.kind} {self.key}" + (f" -> {self.target}" if self.target else "")
@@ -121,6 +124,9 @@ class LookupAnswer:
     error: str | None
     owner_registered: bool
     deferred: bool
+    redirect: bool = False
+    """An in-flight bundle's destination, given at once without the active-owner check (Pulsar
+    redirects clients early so the source never blocks); not an ownership answer."""
 
 
 @dataclass(order=True)
@@ -183,7 +189,10 @@ class Broker:
         tail: Listener = self.handle_event
         if isinstance(self.view, MetadataStoreTableView) and cluster.config.trace_views:
             tail = self._traced_event
-        self.view.start(tail=tail, existing=self.handle_existing, outdated=self.handle_invalidate)
+        outdated: Listener = self.handle_invalidate
+        if isinstance(self.view, MetadataStoreTableView) and cluster.config.trace_views:
+            outdated = self._traced_invalidate
+        self.view.start(tail=tail, existing=self.handle_existing, outdated=outdated)
         self.channel = ChannelState.Started
         if self.leader_view is None:
             self.try_lead()
@@ -247,8 +256,23 @@ class Broker:
         )
 
     def publish(self, key: str, value: ServiceUnitStateData | None) -> None:
+        """Write to the channel. On the metadata store a put is Pulsar's read-modify-CAS: the read
+        and the resolver run now, the compare-and-set is the broker's next task, so another
+        broker's write can come between them (the race of #24186)."""
         if value is None:
             self.view.delete(key)
+        elif isinstance(self.view, MetadataStoreTableView):
+            try:
+                pending = self.view.prepare_put(key, value)
+            except SessionExpiredError:
+                return
+            if pending.verdict.rejected:
+                pending.commit()  # counted as refused; nothing to write
+                return
+            first_other = 0
+            while first_other < len(self.tasks) and self.tasks[first_other].kind == "commit":
+                first_other += 1
+            self.tasks.insert(first_other, Task("commit", key, value, pending=pending))
         else:
             self.view.put(key, value)
 
@@ -312,7 +336,10 @@ class Broker:
             return None
         task = self.tasks.popleft()
         data = task.data
-        if task.kind == "own" and data is not None:
+        if task.kind == "commit" and task.pending is not None:
+            with contextlib.suppress(StoreError):
+                task.pending.commit()
+        elif task.kind == "own" and data is not None:
             self.publish(task.key, self._data(S.Owned, data.dst_broker, data.source_broker, next_version(data)))
         elif task.kind == "release" and data is not None:
             if is_blank(data.dst_broker):
@@ -342,6 +369,7 @@ class Broker:
             attempts += 1
         if attempts == BUNDLE_SPLIT_RETRY_LIMIT:
             cluster.counters["split-failed"] += 1
+            cluster.failed_splits.add(key)
             return  # ServiceUnitNotReadyException: stays Splitting until the leader overrides it
         cluster.replace_bundle(parent, children)
         self.publish(key, self._data(S.Deleted, None, self.id, next_version(data)))
@@ -354,8 +382,7 @@ class Broker:
         if state in (S.Owned, S.Splitting):
             owner = data.dst_broker if state is S.Owned else data.source_broker  # type: ignore[union-attr]
             registered = self.is_registered(owner or "")
-            unchecked = registered is None and not self.view.is_metadata_store_based
-            if registered or (unchecked and self.cluster.config.variant.stale_after_session_loss):
+            if registered or (registered is None and self._answers_unchecked()):
                 return self._answer(key, owner, None)
             if registered is None:
                 return self._answer(key, None, "MetadataStoreException: this broker is not registered")
@@ -366,7 +393,7 @@ class Broker:
             if data.dst_broker == self.id:
                 self._defer(key)
                 return None
-            return self._answer(key, data.dst_broker, None)
+            return self._answer(key, data.dst_broker, None, redirect=True)
         if state is S.Deleted:
             return self._answer(key, None, f"IllegalArgumentException: {key} is deleted.")
         # Init or Free: the load manager picks a broker and assigns
@@ -399,7 +426,9 @@ class Broker:
             self.pending_lookups[key] = deadline
             self.cluster.schedule("lookup-timeout", self, deadline - self.cluster.clock.now_ms(), key)
 
-    def _answer(self, key: str, owner: str | None, error: str | None, deferred: bool = False) -> LookupAnswer:
+    def _answer(
+        self, key: str, owner: str | None, error: str | None, deferred: bool = False, redirect: bool = False
+    ) -> LookupAnswer:
         answer = LookupAnswer(
             self.cluster.clock.now_ms(),
             self.id,
@@ -408,6 +437,7 @@ class Broker:
             error,
             owner is not None and self.cluster.registered(owner),
             deferred,
+            redirect,
         )
         self.cluster.answers.append(answer)
         return answer
@@ -415,10 +445,19 @@ class Broker:
     def _finish_lookup(self, key: str, owner: str | None, error: str | None = None) -> None:
         if self.pending_lookups.pop(key, None) is None:
             return
-        if error is None and owner is not None and self.is_registered(owner) is False:
-            error = f"IllegalStateException: The new owner {owner} is inactive."
-            owner = None
+        if error is None and owner is not None:
+            registered = self.is_registered(owner)
+            if registered is False:
+                error = f"IllegalStateException: The new owner {owner} is inactive."
+                owner = None
+            elif registered is None and not self._answers_unchecked():
+                error = "MetadataStoreException: this broker is not registered"
+                owner = None
         self._answer(key, owner, error, deferred=True)
+
+    def _answers_unchecked(self) -> bool:
+        """Whether, with no metadata session, this broker still answers from its view (#24478)."""
+        return not self.view.is_metadata_store_based and self.cluster.config.variant.stale_after_session_loss
 
     def lookup_timed_out(self, key: str) -> None:
         if key not in self.pending_lookups:
@@ -604,6 +643,7 @@ class Broker:
                 "kind": "view",
                 "time": self.cluster.clock.now_ms(),
                 "observer": self.id,
+                "incarnation": self.incarnation,
                 "key": message.key,
                 "value": None if value is None else value.model_dump(mode="json", by_alias=True),
                 "accepted": verdict.accepted,
@@ -614,12 +654,17 @@ class Broker:
         self._observe_tail(key, value)
         self.handle_event(key, value)
 
+    def _traced_invalidate(self, key: str, value: ServiceUnitStateData | None) -> None:
+        self._observe_tail(key, None)  # the session is lost: the view drops its cached entry
+        self.handle_invalidate(key, value)
+
     def _observe_tail(self, key: str, value: ServiceUnitStateData | None) -> None:
         self.cluster.record(
             {
                 "kind": "view",
                 "time": self.cluster.clock.now_ms(),
                 "observer": self.id,
+                "incarnation": self.incarnation,
                 "key": key,
                 "value": None if value is None else value.model_dump(mode="json", by_alias=True),
                 "accepted": True,
@@ -644,6 +689,8 @@ class Observation:
     registered: set[str]
     unregistered_at: dict[str, int]
     leader: str | None
+    leader_since: int | None
+    """Since when the elected leader has been running, connected and acting (None: no such leader)."""
     acting_leaders: set[str]
     answers: tuple[LookupAnswer, ...]
     """The lookup answers the last step gave (every answer is in one step's observation)."""
@@ -651,6 +698,10 @@ class Observation:
     quiescent: bool
     config: SimConfig
     syncer_differences: int | None
+    timers_overdue: bool = False
+    """A timer's due time has passed without it firing (after a ``wait``): time bounds do not apply."""
+    failed_splits: frozenset[str] = frozenset()
+    """Parents whose split gave up after its retries (left Splitting for the leader, as in Pulsar)."""
 
 
 class Cluster:
@@ -686,6 +737,9 @@ class Cluster:
         self._loads_at = -1
         self.crash_times: dict[str, int] = {}
         self.unregistered_at: dict[str, int] = {}
+        self.leader_since: int | None = None
+        self._leader_for: str | None = None
+        self.failed_splits: set[str] = set()
         self.syncer: TableViewSyncer | None = None
         self.topic.observers.append(self._on_topic_message)
         self.store.observers.append(self._on_store_change)
@@ -706,6 +760,7 @@ class Cluster:
             )
             self.syncer.start()
         self.settle_metadata()
+        self._track_leader()
 
     # -- bookkeeping ---------------------------------------------------------------------------------
     def _boot(self, broker_id: str) -> Broker:
@@ -875,7 +930,7 @@ class Cluster:
                     actions.append(Shutdown(broker_id))
                     if broker.client.connected:
                         actions.append(LoseSession(broker_id))
-                    if broker.is_leader:
+                    if broker.is_leader and broker.client.connected and self.leader() == broker_id:
                         actions.append(Resign(broker_id))
                 if not broker.client.connected and not broker.client.closed:
                     actions.append(Reconnect(broker_id))
@@ -902,6 +957,26 @@ class Cluster:
         self._apply(action)
         self.history.append(action)
         self.counters[action.kind] += 1
+        self._track_leader()
+
+    def _track_leader(self) -> None:
+        """Note since when one running, connected broker has been elected and acting as leader
+        (the liveness bounds count from there: nobody cleans up without a leader)."""
+        elected = self.leader()
+        broker = self.brokers.get(elected) if elected is not None else None
+        acting = (
+            broker is not None
+            and broker.alive
+            and broker.channel is ChannelState.Started
+            and broker.client.connected
+            and broker.is_leader
+        )
+        if not acting:
+            self.leader_since = None
+            self._leader_for = None
+        elif self._leader_for != elected:
+            self.leader_since = self.clock.now_ms()
+            self._leader_for = elected
 
     def _broker(self, broker_id: str, alive: bool = True) -> Broker:
         broker = self.brokers.get(broker_id)
@@ -1064,12 +1139,15 @@ class Cluster:
             registered={b for b in self.brokers if self.registered(b)},
             unregistered_at=dict(self.unregistered_at),
             leader=self.leader(),
+            leader_since=self.leader_since,
             acting_leaders={i for i, b in running.items() if b.is_leader},
             answers=tuple(self.answers[self._step_answers :]),
             bundles=self.live_bundle_keys(),
             quiescent=self.quiescent(),
             config=self.config,
             syncer_differences=None if self.syncer is None else len(self.syncer.differences()),
+            timers_overdue=(timer := self.next_timer()) is not None and timer.due < self.clock.now_ms(),
+            failed_splits=frozenset(self.failed_splits),
         )
 
     def views(self) -> dict[str, dict[str, ServiceUnitStateData]]:
