@@ -361,10 +361,62 @@ def bench_simulate(_: int) -> list[Figure]:
     ]
 
 
+def bench_hypothesis(_: int) -> list[Figure]:
+    """The Hypothesis bench: the system-topic machine on the current protocol, 500 examples."""
+    import random
+
+    from hypothesis import HealthCheck, settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from properties.bench import SystemTopicBench
+    from statechan.cluster import Cluster
+
+    seen = {"examples": 0, "steps": 0}
+
+    class Counted(SystemTopicBench):
+        def teardown(self) -> None:
+            try:
+                super().teardown()
+            finally:
+                seen["examples"] += 1
+                seen["steps"] += len(self.cluster.history)
+
+    options = settings(
+        max_examples=500,
+        stateful_step_count=30,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    seconds = _timed(lambda: run_state_machine_as_test(Counted, settings=options))
+    examples, steps = seen["examples"], seen["steps"]
+    rng = random.Random(3)
+
+    def raw_walks() -> None:
+        """The same number of steps as seeded random walks over enabled actions, unchecked."""
+        per_example = max(1, steps // max(1, examples))
+        for _ in range(examples):
+            cluster = Cluster(SystemTopicBench.config)
+            for _ in range(per_example):
+                actions = cluster.enabled_actions()
+                if not actions:
+                    break
+                cluster.step(rng.choice(actions))
+
+    floor = _timed(raw_walks)
+    notes: dict[str, object] = {"examples": examples, "steps per example": round(steps / max(1, examples), 1)}
+    return [
+        Figure("hypothesis bench: simulator steps", steps, seconds, "unchecked random walks, same steps", floor, notes),
+        Figure("hypothesis bench: examples", examples, seconds),
+    ]
+
+
 BENCHMARKS: dict[str, Callable[[int], list[Figure]]] = {
     "resolver": bench_resolver,
     "replay": bench_replay,
     "simulate": bench_simulate,
+    "hypothesis": bench_hypothesis,
 }
 
 

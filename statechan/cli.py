@@ -5,8 +5,9 @@ from __future__ import annotations
 import enum
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import pydantic
 import typer
@@ -19,6 +20,9 @@ from statechan.model import DEFAULT_MODEL, ModelError, ProtocolModel, builtin_mo
 from statechan.resolver import Verdict, resolve
 from statechan.states import ServiceUnitState, StorageType
 from statechan.values import ServiceUnitStateData
+
+if TYPE_CHECKING:
+    from statechan.cluster import Cluster
 
 app = typer.Typer(
     name="statechan",
@@ -301,17 +305,20 @@ class StoreChoice(enum.Enum):
     both = "both"
 
 
-def _invariant_checker(every: int) -> tuple[object, int]:
-    try:
-        from properties.catalogue import check as check_invariants
-    except ImportError:  # properties/ ships with the source tree, not the wheel
-        err.print("[yellow]note:[/yellow] the invariant catalogue (properties/) is not importable; not checking")
-        return None, every
+def _invariant_checker(every: int) -> tuple[Callable[[Cluster], list[str]], int]:
+    from properties.catalogue import check as check_invariants
 
-    def checker(cluster: object) -> list[str]:
-        return [str(v) for v in check_invariants(cluster.observe())]  # type: ignore[attr-defined]
+    def checker(cluster: Cluster) -> list[str]:
+        return [str(v) for v in check_invariants(cluster.observe())]
 
     return checker, every
+
+
+def _history_checker(cluster: Cluster) -> list[str]:
+    """The history invariants over everything the cluster recorded."""
+    from properties.catalogue import check_trace
+
+    return [str(v) for v in check_trace(cluster.trace, cluster.storage, cluster.model.name)]
 
 
 @app.command("simulate")
@@ -372,9 +379,19 @@ def simulate_command(
         highlight=False,
     )
     simulation = Simulation(config, workload)
-    summary = simulation.run(int(hours * 3_600_000), check=checker, check_every=every)  # type: ignore[arg-type]
+    summary = simulation.run(int(hours * 3_600_000), check=checker, check_every=every)
     for line in summary.lines():
         console.print(line, highlight=False, markup=False)
+    if check:
+        history = _history_checker(simulation.cluster)
+        console.print(
+            f"history invariants over {len(simulation.cluster.trace):,} trace records: "
+            + (f"{len(history)} violation(s)" if history else "no violation"),
+            highlight=False,
+        )
+        for line in history[:20]:
+            console.print(f"  {line}", highlight=False, markup=False)
+        summary.violations.extend(history)
     if trace is not None:
         count = write_trace(simulation.cluster.trace, trace)
         console.print(f"trace: {count:,} records written to {trace}")
@@ -400,7 +417,7 @@ def replay_command(
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     checker, _ = _invariant_checker(1)
-    steps = build_timeline(config, actions, checker, stop_at_violation=True)  # type: ignore[arg-type]
+    steps = build_timeline(config, actions, checker, stop_at_violation=True, final_check=_history_checker)
     if not quiet:
         console.print(format_timeline(steps, f"{run}: {note}".rstrip(": ")), markup=False, highlight=False)
     broken = [v for step in steps for v in step.violations]

@@ -65,7 +65,9 @@ def state_graph_page() -> str:
 
 def generated_files() -> dict[str, str]:
     """Relative path under ``docs/`` -> contents, for every generated file."""
-    files = {"state-graph.md": state_graph_page()}
+    from properties.catalogue import catalogue_page  # the checking layer, imported only here
+
+    files = {"state-graph.md": state_graph_page(), "catalogue.md": catalogue_page(GENERATED_NOTE)}
     for name in builtin_model_names():
         m = load_model(name)
         for storage in m.storages:

@@ -122,6 +122,12 @@ class SimConfig(BaseModel):
     variant: Variant = Field(default_factory=Variant)
     trace_views: bool = Field(True, description="record each broker's view changes in the trace")
     compaction_threshold: int = Field(5 * 1024 * 1024, ge=0)
+    timely_delivery_ms: int | None = Field(
+        None,
+        ge=0,
+        description="a timing assumption: no timer fires more than this long after work (a delivery, "
+        "a notification, a task) became waiting; None lets timers race any backlog",
+    )
 
     def broker_ids(self) -> list[str]:
         return [f"broker-{i}:8080" for i in range(1, self.brokers + 1)]

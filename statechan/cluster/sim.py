@@ -336,6 +336,14 @@ class Broker:
             return None
         task = self.tasks.popleft()
         data = task.data
+        if (
+            self.channel is not ChannelState.Started
+            and task.kind in ("own", "release", "split", "assign")
+            and not self.cluster.config.variant.assign_after_disable
+        ):
+            self.cluster.counters["late-write-refused"] += 1  # #26520: no writes after disable
+            self._finish_lookup(task.key, None, error="ServiceUnitNotReadyException: channel disabled")
+            return task
         if task.kind == "commit" and task.pending is not None:
             with contextlib.suppress(StoreError):
                 task.pending.commit()
@@ -408,6 +416,10 @@ class Broker:
         return None
 
     def _publish_assign(self, key: str, selected: str) -> None:
+        if key not in self.cluster.live_bundle_keys():
+            # the bundle was split after the lookup chose a broker (see docs/findings.md, 3)
+            self._finish_lookup(key, None, error=f"{key} no longer exists: it was split")
+            return
         if not self.cluster.config.variant.assign_after_disable and not self.is_registered(selected):
             candidates = self.registered_brokers()
             replacement = self.cluster.placement.select(candidates, self.cluster.current_loads(), self.cluster.rng)
@@ -501,6 +513,8 @@ class Broker:
         if event is SessionEvent.SessionLost:
             self.leader_view = None  # the election's node went with the session
         elif event is SessionEvent.SessionReestablished:
+            if self.shutting_down:
+                return  # the registry was closed by the shutdown: it does not register again
             if not self.cluster.config.variant.stale_after_session_loss:
                 self.view.flush()  # #24478: catch up before serving again
             self.register()  # #24932
@@ -560,8 +574,8 @@ class Broker:
         return chosen
 
     def do_cleanup(self, broker_id: str, gracefully: bool, attempt: int = 0) -> None:
-        if self.leader_view is None:
-            return
+        if self.leader_view is None and not gracefully:
+            return  # a leader's duty; the graceful clean-up at shutdown is the broker's own
         if not gracefully and attempt == 0 and self.cluster.healthy(broker_id):
             self.cluster.counters["cleanup-skipped-healthy"] += 1
             return
@@ -572,8 +586,9 @@ class Broker:
         self.cluster.counters["cleanup-overrides"] += len(orphans)
         # #26520: an override can lose the race to the record it overrides; look again, from the
         # newest version, every 100 ms for up to OWNERSHIP_CLEAN_UP_MAX_WAIT_TIME_IN_MILLIS
+        # (a graceful clean-up polls for the whole wait: its own view may not show a late write yet)
         if (
-            orphans
+            (orphans or gracefully)
             and not self.cluster.config.variant.cleanup_without_retry
             and (attempt + 1) * 100 < OWNERSHIP_CLEAN_UP_MAX_WAIT_TIME_IN_MILLIS
         ):
@@ -700,6 +715,8 @@ class Observation:
     syncer_differences: int | None
     timers_overdue: bool = False
     """A timer's due time has passed without it firing (after a ``wait``): time bounds do not apply."""
+    departed: frozenset[str] = frozenset()
+    """Brokers whose graceful shutdown completed (and that have not started again)."""
     failed_splits: frozenset[str] = frozenset()
     """Parents whose split gave up after its retries (left Splitting for the leader, as in Pulsar)."""
 
@@ -738,8 +755,10 @@ class Cluster:
         self.crash_times: dict[str, int] = {}
         self.unregistered_at: dict[str, int] = {}
         self.leader_since: int | None = None
+        self._work_since: int | None = None
         self._leader_for: str | None = None
         self.failed_splits: set[str] = set()
+        self.departed: set[str] = set()
         self.syncer: TableViewSyncer | None = None
         self.topic.observers.append(self._on_topic_message)
         self.store.observers.append(self._on_store_change)
@@ -936,7 +955,7 @@ class Cluster:
                     actions.append(Reconnect(broker_id))
             else:
                 actions.append(Restart(broker_id))
-        if self.next_timer() is not None:
+        if self._tick_allowed():
             actions.append(Tick())
         if (
             self.storage is StorageType.SystemTopic
@@ -958,6 +977,22 @@ class Cluster:
         self.history.append(action)
         self.counters[action.kind] += 1
         self._track_leader()
+        self._track_work()
+
+    def _tick_allowed(self) -> bool:
+        timer = self.next_timer()
+        if timer is None:
+            return False
+        bound = self.config.timely_delivery_ms
+        return bound is None or self._work_since is None or timer.due <= self._work_since + bound
+
+    def _track_work(self) -> None:
+        if self.config.timely_delivery_ms is None:
+            return
+        if not self._work_actions():
+            self._work_since = None
+        elif self._work_since is None:
+            self._work_since = self.clock.now_ms()
 
     def _track_leader(self) -> None:
         """Note since when one running, connected broker has been elected and acting as leader
@@ -1019,6 +1054,8 @@ class Cluster:
                 ),
             )
         elif isinstance(action, Tick):
+            if self.next_timer() is not None and not self._tick_allowed():
+                raise ValueError("tick: work has waited the timely-delivery bound; deliver it first")
             self._tick()
         elif isinstance(action, Wait):
             if action.ms < 0:
@@ -1033,6 +1070,7 @@ class Cluster:
             old = self.brokers[action.broker]
             self._boot(action.broker)
             self.crash_times.pop(action.broker, None)
+            self.departed.discard(action.broker)
             del old
         elif isinstance(action, Shutdown):
             self._shutdown(self._started(action.broker))
@@ -1124,6 +1162,7 @@ class Cluster:
             broker.tasks.clear()
             broker.view.close()
             broker.client.close()
+            self.departed.add(broker.id)
 
     # -- observation ---------------------------------------------------------------------------------
     def observe(self) -> Observation:
@@ -1148,6 +1187,7 @@ class Cluster:
             syncer_differences=None if self.syncer is None else len(self.syncer.differences()),
             timers_overdue=(timer := self.next_timer()) is not None and timer.due < self.clock.now_ms(),
             failed_splits=frozenset(self.failed_splits),
+            departed=frozenset(self.departed),
         )
 
     def views(self) -> dict[str, dict[str, ServiceUnitStateData]]:

@@ -46,9 +46,14 @@ def _record_text(record: dict[str, object]) -> str:
 
 
 def build_timeline(
-    config: SimConfig, actions: Sequence[Action], check: Checker | None = None, stop_at_violation: bool = True
+    config: SimConfig,
+    actions: Sequence[Action],
+    check: Checker | None = None,
+    stop_at_violation: bool = True,
+    final_check: Checker | None = None,
 ) -> list[TimelineStep]:
-    """Replay ``actions`` on a fresh cluster, noting each step's writes and broken invariants."""
+    """Replay ``actions`` on a fresh cluster, noting each step's writes and broken invariants;
+    ``final_check`` (e.g. the history invariants) runs once after the last step."""
     cluster = Cluster(config)
     start = cluster.clock.now_ms()
     steps: list[TimelineStep] = []
@@ -67,7 +72,9 @@ def build_timeline(
             step.violations = check(cluster)
         steps.append(step)
         if step.violations and stop_at_violation:
-            break
+            return steps
+    if final_check is not None and steps and steps[-1].error is None:
+        steps[-1].violations.extend(final_check(cluster))
     return steps
 
 

@@ -1,0 +1,161 @@
+"""Historical bugs as proof: for each variant that puts a fixed Pulsar bug back, the bench machine
+and budget that find it, and the invariant it must break.
+
+``python -m properties.hunts --write docs`` hunts every bug with shrinking and writes
+``docs/counterexamples.md`` (table and timelines) and ``docs/counterexamples/<variant>.json``
+(the shrunk runs, replayable with ``statechan replay``). The tests hunt without shrinking (the
+``ci`` budget) and replay the saved runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from properties.bench import ChannelMachine, InvariantBroken, MetadataStoreBench, SyncerBench, SystemTopicBench
+from statechan.cluster import SimConfig
+from statechan.cluster.config import VARIANTS
+
+
+@dataclass(frozen=True)
+class Hunt:
+    variant: str
+    """The variant's name in ``statechan.cluster.config.VARIANTS`` (its PR number)."""
+    bug: str
+    machine: type[ChannelMachine]
+    expect: tuple[str, ...]
+    """The invariants that show the bug (any one of them)."""
+    max_examples: int = 3000
+    steps: int = 30
+    brokers: int | None = None
+    """Brokers, if not the machine's."""
+
+    @property
+    def config(self) -> SimConfig:
+        update: dict[str, object] = {"variant": VARIANTS[self.variant]}
+        if self.brokers is not None:
+            update["brokers"] = self.brokers
+        return self.machine.config.model_copy(update=update)
+
+    @property
+    def flags(self) -> str:
+        return VARIANTS[self.variant].label()
+
+
+HUNTS: tuple[Hunt, ...] = (
+    Hunt("20110", "lagging reader refuses a version jump after compaction", SystemTopicBench,
+         ("compaction-equivalence", "views-converge")),
+    Hunt("19546", "reader starting from a compacted topic refuses a mid-flow first record", SystemTopicBench,
+         ("compaction-equivalence", "views-converge")),
+    Hunt("25379", "restarted broker ignores an Assigning addressed to it", SystemTopicBench,
+         ("in-flight-acted-on",)),
+    Hunt("26520", "clean-up races an assignment to a disabled broker", SystemTopicBench,
+         ("departure-complete", "owner-registered", "lookup-answers-live-owner")),
+    Hunt("25946", "syncer loses deletions", SyncerBench, ("syncer-equivalence",)),
+    Hunt("24186", "metadata-store retry writes two values at one version", MetadataStoreBench,
+         ("one-value-per-version", "version-monotonic")),
+    Hunt("24478", "broker without a session answers lookups from a stale view", SystemTopicBench,
+         ("lookup-answers-live-owner", "single-owner")),
+)
+
+
+def hunt(h: Hunt, shrink: bool = True, max_examples: int | None = None) -> InvariantBroken | None:
+    """Run the bench on the bug's variant (derandomized: a fixed seed); the failure, or None."""
+    machine = type(f"Bug{h.variant}", (h.machine,), {"config": h.config})
+    phases = [Phase.generate, Phase.shrink] if shrink else [Phase.generate]
+    try:
+        run_state_machine_as_test(
+            machine,
+            settings=settings(
+                max_examples=max_examples or h.max_examples,
+                stateful_step_count=h.steps,
+                derandomize=True,
+                database=None,
+                deadline=None,
+                phases=phases,
+                report_multiple_bugs=False,
+                suppress_health_check=list(HealthCheck),
+            ),
+        )
+    except InvariantBroken as failure:
+        return failure
+    return None
+
+
+def _write(directory: Path) -> int:
+    from statechan.cluster.runfile import save_run
+
+    runs = directory / "counterexamples"
+    runs.mkdir(parents=True, exist_ok=True)
+    rows, sections = [], []
+    missing = 0
+    for h in HUNTS:
+        started = time.perf_counter()
+        failure = hunt(h)
+        took = time.perf_counter() - started
+        if failure is None:
+            missing += 1
+            print(f"#{h.variant}: NOT FOUND within {h.max_examples} examples", file=sys.stderr)
+            rows.append(f"| #{h.variant} | {h.bug} | `{h.flags}` | not found | — |")
+            continue
+        run_file = runs / f"{h.variant}.json"
+        if failure.run_file is not None:
+            from statechan.cluster.runfile import load_run
+
+            config, actions, note = load_run(failure.run_file)
+            save_run(run_file, config, actions, note=note)
+        print(f"#{h.variant}: {', '.join(failure.invariants)} in {failure.steps} steps ({took:.0f} s)", file=sys.stderr)
+        rows.append(
+            f"| [#{h.variant}](https://github.com/apache/pulsar/pull/{h.variant}) | {h.bug} | `{h.flags}` | "
+            f"{', '.join(f'`{i}`' for i in failure.invariants)} | {failure.steps} |"
+        )
+        timeline = str(failure).split("\nsaved:")[0]
+        sections += [
+            f"## #{h.variant}: {h.bug}",
+            "",
+            f"Machine `{h.machine.__name__}`, variant `{h.flags}`; replay with "
+            f"`statechan replay docs/counterexamples/{h.variant}.json`.",
+            "",
+            "```text",
+            timeline,
+            "```",
+            "",
+        ]
+    page = [
+        "# Historical bugs found by the bench",
+        "",
+        "<!-- generated by `python -m properties.hunts --write docs`; do not edit by hand -->",
+        "",
+        "Each row is a fixed Pulsar bug put back into the model (`--variant` of `statechan simulate`; "
+        "`statechan.cluster.config.VARIANTS`), the Hypothesis bench machine run on it with a fixed "
+        "seed, and the shrunk counterexample: the invariant it breaks and the number of steps. The "
+        "current protocol passes the same machines (`properties/test_bench.py`). "
+        "`properties/test_historical_bugs.py` checks, in `make test`, that each bug is still found "
+        "within the `ci` budget and that each saved run below still breaks its invariant on the "
+        "variant and not on the current protocol.",
+        "",
+        "| bug | what | variant flags | invariant broken | steps (shrunk) |",
+        "|---|---|---|---|---|",
+        *rows,
+        "",
+        *sections,
+    ]
+    (directory / "counterexamples.md").write_text("\n".join(page), encoding="utf-8")
+    return missing
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m properties.hunts", description=__doc__)
+    parser.add_argument("--write", metavar="DOCS", type=Path, required=True, help="the docs directory")
+    args = parser.parse_args(argv)
+    return 1 if _write(args.write) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
