@@ -701,8 +701,10 @@ def catalogue_page(note: str) -> str:
         "",
         note,
         "",
-        "Each invariant is one function in `properties/catalogue.py`, used by the Hypothesis bench, "
-        "the long simulation tests, the model checker and the trace auditor. *Cluster* invariants "
+        "Each invariant is one function in `properties/catalogue.py`. The Hypothesis bench "
+        "(`properties/bench.py`), the simulation tests, `statechan simulate` and `statechan replay` "
+        "call these functions, and the model checker and the trace auditor are to call the same "
+        "ones; nothing restates them. *Cluster* invariants "
         "look at the simulated cluster at one step (`always`: after every step; `quiescent`: once "
         "nothing is waiting to be delivered); *history* invariants look at one bundle's records "
         "(the channel's, in log order, and what each broker's view took), so they run on a "

@@ -14,7 +14,8 @@ import pytest
 
 from properties.bench import history_violations_of, violations_of
 from properties.hunts import HUNTS, Hunt, hunt
-from statechan.cluster import Cluster
+from statechan.cluster import Cluster, SimConfig
+from statechan.cluster.actions import Action
 from statechan.cluster.config import VARIANTS
 from statechan.cluster.runfile import load_run
 
@@ -28,13 +29,13 @@ def test_the_bench_finds_the_bug(h: Hunt) -> None:
     assert set(failure.invariants) & set(h.expect), str(failure)
 
 
-def broken_by(config: object, actions: list[object]) -> set[str]:
+def broken_by(config: SimConfig, actions: list[Action]) -> set[str]:
     """The invariants a replay breaks (cluster invariants per step, histories at the end);
     a step the protocol cannot take ends the replay."""
-    cluster = Cluster(config)  # type: ignore[arg-type]
+    cluster = Cluster(config)
     for action in actions:
         try:
-            cluster.step(action)  # type: ignore[arg-type]
+            cluster.step(action)
         except ValueError:
             break
         found = violations_of(cluster)

@@ -297,6 +297,28 @@ def demo_command(model: ModelOption = DEFAULT_MODEL) -> None:
         console.print(table)
     console.print("Mermaid source of the system-topic graph (paste into any Mermaid viewer):")
     console.print(mermaid(m, m.storages[0]), markup=False, highlight=False)
+    if m.name == DEFAULT_MODEL:
+        _demo_simulation()
+
+
+def _demo_simulation() -> None:
+    """A small faulty cluster for two simulated hours, every invariant checked at every step."""
+    from statechan.cluster import SimConfig
+    from statechan.cluster.runner import Simulation, Workload
+
+    console.rule("a simulated cluster: 4 brokers, 40 bundles, 2 hours with crashes, restarts, session losses")
+    config = SimConfig(brokers=4, namespaces=2, bundles_per_namespace=20, seed=1)
+    workload = Workload(crashes_per_hour=2, session_losses_per_hour=2, shutdowns_per_hour=1, leader_changes_per_hour=1)
+    checker, every = _invariant_checker(1)
+    simulation = Simulation(config, workload)
+    summary = simulation.run(2 * 3_600_000, check=checker, check_every=every)
+    summary.violations.extend(_history_checker(simulation.cluster))
+    for line in summary.lines():
+        console.print(line, highlight=False, markup=False)
+    console.print(
+        "More: statechan simulate --help · statechan replay RUN · docs/bench.md · docs/counterexamples.md",
+        highlight=False,
+    )
 
 
 class StoreChoice(enum.Enum):

@@ -89,7 +89,8 @@ class RunSummary:
         ]
         if self.in_flight_ms:
             out.append(
-                "time in flight (ms): " + ", ".join(f"{k} {v:,.0f}" for k, v in sorted(self.in_flight_ms.items()))
+                "mean time in flight (simulated ms; deliveries take none): "
+                + ", ".join(f"{k} {v:,.0f}" for k, v in sorted(self.in_flight_ms.items()))
             )
         out.append(
             f"invariants checked at {self.checked_steps:,} steps: "

@@ -78,9 +78,28 @@ def build_timeline(
     return steps
 
 
+def _quiet(step: TimelineStep) -> bool:
+    return not step.records and not step.violations and step.error is None
+
+
 def format_timeline(steps: Sequence[TimelineStep], title: str = "") -> str:
+    """Numbered lines; a run of three or more identical steps that wrote nothing is folded."""
     lines = [title] if title else []
-    for step in steps:
+    i = 0
+    while i < len(steps):
+        step = steps[i]
+        j = i
+        while j + 1 < len(steps) and _quiet(steps[j + 1]) and steps[j + 1].action == step.action:
+            j += 1
+        if _quiet(step) and j - i >= 2:
+            last = steps[j]
+            lines.append(
+                f"{step.number:>4}. t+{step.time_ms / 1000:>7.1f}s  {step.action}"
+                f"  … {j - i + 1} times, until step {last.number} at t+{last.time_ms / 1000:.1f}s, writing nothing"
+            )
+            i = j + 1
+            continue
+        i += 1
         lines.append(f"{step.number:>4}. t+{step.time_ms / 1000:>7.1f}s  {step.action}")
         lines.extend(f"          writes {record}" for record in step.records)
         if step.error:
