@@ -457,5 +457,50 @@ def replay_command(
         raise typer.Exit(1)
 
 
+traces_app = typer.Typer(help="The trace format: validate traces, print the JSON Schema.", no_args_is_help=True)
+app.add_typer(traces_app, name="traces")
+
+
+@traces_app.command("schema")
+def traces_schema_command() -> None:
+    """Print the JSON Schema of one trace line (traces/trace.schema.json is this output)."""
+    from statechan.traces import json_schema
+
+    sys.stdout.write(json.dumps(json_schema(), indent=2, sort_keys=True) + "\n")
+
+
+@traces_app.command("validate")
+def traces_validate_command(
+    paths: Annotated[list[Path], typer.Argument(help="JSON Lines traces (.jsonl or .jsonl.gz).")],
+    show: Annotated[int, typer.Option(min=0, help="Bad lines to print.")] = 20,
+) -> None:
+    """Read traces, count records per kind and report every line that is not a trace record."""
+    from collections import Counter
+
+    from statechan.traces import ReadStats, read_trace
+
+    kinds: Counter[str] = Counter()
+    stats = ReadStats()
+    last_offset = -1
+    out_of_order = 0
+    for path in paths:
+        if not path.exists():
+            err.print(f"[red]error:[/red] {path}: no such file")
+            raise typer.Exit(2)
+        for record in read_trace(path, stats):
+            kinds[record.kind] += 1
+            if record.offset <= last_offset:
+                out_of_order += 1
+            last_offset = record.offset
+    summary = ", ".join(f"{kind} {count:,}" for kind, count in sorted(kinds.items())) or "none"
+    console.print(f"{stats.records:,} records ({summary}); {len(stats.bad):,} bad line(s)", highlight=False)
+    if out_of_order:
+        console.print(f"{out_of_order:,} record(s) not in offset order", highlight=False)
+    for bad in stats.bad[:show]:
+        err.print(str(bad), markup=False, highlight=False)
+    if stats.bad or out_of_order:
+        raise typer.Exit(1)
+
+
 def main() -> None:
     app()

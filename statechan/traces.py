@@ -1,0 +1,202 @@
+"""The trace format: what the simulator writes and what the auditor reads (``traces/README.md``).
+
+JSON Lines, optionally gzip-compressed, one record per line, ordered by ``offset``. Four kinds:
+``channel`` (a message on the channel topic, or a metadata-store write, as a reader sees it;
+``value`` null is a tombstone), ``registry``, ``leader`` and ``view`` (what one broker's table
+view took; written by the simulator). Reading never stops at a bad line: it is counted, kept with
+its line number and the reason, and reading goes on.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field
+
+from statechan.keys import BadKeyError, parse_key
+from statechan.values import ServiceUnitStateData
+
+TRACE_FORMAT_VERSION = 1
+
+_Frozen = ConfigDict(frozen=True, extra="forbid")
+
+
+def _check_key(key: str) -> str:
+    try:
+        parse_key(key)
+    except BadKeyError as exc:
+        raise ValueError(str(exc)) from None
+    return key
+
+
+BundleKey = Annotated[
+    str, pydantic.AfterValidator(_check_key), Field(description="<tenant>/<ns>/0xXXXXXXXX_0xXXXXXXXX")
+]
+
+
+class ChannelRecord(BaseModel):
+    """A message on the channel topic (or a committed metadata-store write) as a reader sees it."""
+
+    model_config = _Frozen
+    kind: Literal["channel"] = "channel"
+    offset: int = Field(ge=0, description="global position in the trace")
+    publish_time: int = Field(ge=0, description="ms since the epoch")
+    key: BundleKey
+    value: ServiceUnitStateData | None = Field(description="Pulsar ServiceUnitStateData JSON; null is a tombstone")
+    message_id: str | None = Field(None, description='"ledger:entry" (or "zxid:N" for a metadata store)')
+    producer: str | None = Field(None, description="the broker that published it")
+
+
+class RegistryRecord(BaseModel):
+    model_config = _Frozen
+    kind: Literal["registry"] = "registry"
+    offset: int = Field(ge=0)
+    time: int = Field(ge=0)
+    broker: str = Field(min_length=1)
+    event: Literal["registered", "unregistered"]
+
+
+class LeaderRecord(BaseModel):
+    model_config = _Frozen
+    kind: Literal["leader"] = "leader"
+    offset: int = Field(ge=0)
+    time: int = Field(ge=0)
+    broker: str = Field(min_length=1)
+
+
+class ViewRecord(BaseModel):
+    """What one broker's table view did with a record (the simulator writes these)."""
+
+    model_config = _Frozen
+    kind: Literal["view"] = "view"
+    offset: int = Field(ge=0)
+    time: int = Field(ge=0)
+    observer: str = Field(min_length=1)
+    incarnation: int | None = Field(None, ge=1, description="the observer's incarnation (a restart starts afresh)")
+    key: BundleKey
+    value: ServiceUnitStateData | None
+    accepted: bool
+
+
+TraceRecord = Annotated[
+    ChannelRecord | RegistryRecord | LeaderRecord | ViewRecord, Field(discriminator="kind")
+]
+_RECORD = pydantic.TypeAdapter(TraceRecord)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of one trace line (``traces/trace.schema.json`` is generated from it)."""
+    schema = _RECORD.json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = f"statechan trace record (format {TRACE_FORMAT_VERSION})"
+    return schema
+
+
+@dataclass(frozen=True)
+class BadLine:
+    """A line that is not a trace record: where, why, and the line itself (kept, not lost)."""
+
+    source: str
+    line: int
+    reason: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.line}: {self.reason}"
+
+
+@dataclass
+class ReadStats:
+    records: int = 0
+    bad: list[BadLine] = field(default_factory=list)
+
+
+def parse_record(data: object) -> ChannelRecord | RegistryRecord | LeaderRecord | ViewRecord:
+    """One record from its decoded JSON (raises ``pydantic.ValidationError`` naming the field)."""
+    return _RECORD.validate_python(data)
+
+
+def _reason(exc: pydantic.ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "record"
+    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where}: {first['msg']}{more}"
+
+
+def open_text(path: str | Path) -> io.TextIOBase:
+    """A trace file for reading, gunzipped when it ends in ``.gz``."""
+    p = Path(path)
+    if p.suffix == ".gz":
+        return io.TextIOWrapper(gzip.open(p, "rb"), encoding="utf-8")
+    return open(p, encoding="utf-8")
+
+
+def read_trace(
+    path: str | Path, stats: ReadStats | None = None
+) -> Iterator[ChannelRecord | RegistryRecord | LeaderRecord | ViewRecord]:
+    """Every good record of a JSON Lines trace, in file order; bad lines go to ``stats.bad``."""
+    stats = stats if stats is not None else ReadStats()
+    source = str(path)
+    with open_text(path) as handle:
+        for number, line in enumerate(handle, start=1):
+            text = line.strip()
+            if not text:
+                continue
+            try:
+                record = parse_record(json.loads(text))
+            except json.JSONDecodeError as exc:
+                stats.bad.append(BadLine(source, number, f"not JSON: {exc.msg} at column {exc.colno}", text))
+                continue
+            except pydantic.ValidationError as exc:
+                stats.bad.append(BadLine(source, number, _reason(exc), text))
+                continue
+            stats.records += 1
+            yield record
+
+
+def to_json_line(record: BaseModel) -> str:
+    return json.dumps(record.model_dump(mode="json", by_alias=True), separators=(",", ":"))
+
+
+def write_records(records: Iterable[BaseModel], path: str | Path) -> int:
+    """Write records as JSON Lines (gzip when the name ends in ``.gz``); returns how many."""
+    p = Path(path)
+    count = 0
+    with gzip.open(p, "wt", encoding="utf-8") if p.suffix == ".gz" else open(p, "w", encoding="utf-8") as out:
+        for record in records:
+            out.write(to_json_line(record) + "\n")
+            count += 1
+    return count
+
+
+def record_from_message(
+    key: str,
+    payload: bytes | None,
+    message_id: str,
+    publish_time: int,
+    offset: int,
+    producer: str | None = None,
+) -> ChannelRecord:
+    """A channel record from what a Pulsar reader gives for one message of the channel topic:
+    its key, its payload bytes (``None`` or empty for a tombstone), its message id
+    (``"ledger:entry"``), its publish time (ms) and the producer's name.
+
+    A payload that is not a valid ``ServiceUnitStateData`` raises ``pydantic.ValidationError``
+    (the caller counts it as malformed and keeps going).
+    """
+    value = None if not payload else ServiceUnitStateData.model_validate_json(payload)
+    return ChannelRecord(
+        offset=offset,
+        publish_time=publish_time,
+        key=key,
+        value=value,
+        message_id=message_id,
+        producer=producer or None,
+    )

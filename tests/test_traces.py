@@ -1,0 +1,101 @@
+"""The trace format: records, the JSON Schema, bad lines, the Pulsar-message conversion, the sample."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pydantic
+import pytest
+from typer.testing import CliRunner
+
+from properties.catalogue import check_trace
+from statechan import ServiceUnitState, ServiceUnitStateData
+from statechan.cli import app
+from statechan.cluster import SimConfig
+from statechan.cluster.runner import Simulation, write_trace
+from statechan.traces import ReadStats, json_schema, read_trace, record_from_message, write_records
+
+ROOT = Path(__file__).resolve().parent.parent
+KEY = "public/default/0x00000000_0xffffffff"
+OWNED = b'{"state":"Owned","dstBroker":"b1:8080","versionId":2,"force":false,"timestamp":5}'
+
+
+def test_the_committed_schema_is_generated_from_the_models() -> None:
+    committed = json.loads((ROOT / "traces" / "trace.schema.json").read_text(encoding="utf-8"))
+    assert committed == json_schema(), "regenerate: statechan traces schema > traces/trace.schema.json"
+
+
+def test_a_pulsar_message_becomes_a_channel_record() -> None:
+    record = record_from_message(KEY, OWNED, "12:7", 1_700_000_000_123, offset=4, producer="b1:8080")
+    assert record.value == ServiceUnitStateData(state=ServiceUnitState.Owned, dst_broker="b1:8080", version_id=2,
+                                                timestamp=5)
+    assert (record.offset, record.message_id, record.publish_time, record.producer) == (
+        4, "12:7", 1_700_000_000_123, "b1:8080")
+    assert record_from_message(KEY, None, "12:8", 1, offset=5).value is None
+    assert record_from_message(KEY, b"", "12:9", 1, offset=6).value is None  # an empty payload is a tombstone
+
+
+@pytest.mark.parametrize(
+    ("key", "payload", "field"),
+    [
+        (KEY, b'{"state":"Bogus","versionId":1}', "state"),
+        (KEY, b"not json", "json"),
+        ("no-range", OWNED, "key"),
+    ],
+)
+def test_a_bad_pulsar_message_names_what_is_wrong(key: str, payload: bytes, field: str) -> None:
+    with pytest.raises(pydantic.ValidationError, match=field):
+        record_from_message(key, payload, "1:1", 1, offset=0)
+
+
+def test_bad_lines_are_counted_kept_and_skipped(tmp_path: Path) -> None:
+    good = record_from_message(KEY, OWNED, "1:1", 10, offset=0)
+    path = tmp_path / "t.jsonl.gz"
+    lines = [
+        good.model_dump_json(by_alias=True),
+        "{not json",
+        json.dumps({"kind": "registry", "offset": 1, "time": 2, "broker": "b1", "event": "exploded"}),
+        json.dumps({"kind": "leader", "offset": 2, "time": 3, "broker": "b1"}),
+        json.dumps({"kind": "mystery", "offset": 3}),
+    ]
+    with gzip.open(path, "wt", encoding="utf-8") as out:
+        out.write("\n".join(lines) + "\n")
+    stats = ReadStats()
+    records = list(read_trace(path, stats))
+    assert [r.kind for r in records] == ["channel", "leader"]
+    assert stats.records == 2
+    assert [(b.line, b.text) for b in stats.bad] == [(2, lines[1]), (3, lines[2]), (5, lines[4])]
+    assert "not JSON" in stats.bad[0].reason
+    assert "registry.event" in stats.bad[1].reason
+    assert str(path) in str(stats.bad[2])
+    result = CliRunner().invoke(app, ["traces", "validate", str(path)])
+    assert result.exit_code == 1
+    assert "2 records" in result.output
+    assert "3 bad line(s)" in result.output
+
+
+def test_a_simulated_trace_reads_back_record_for_record(tmp_path: Path) -> None:
+    simulation = Simulation(SimConfig(brokers=3, bundles_per_namespace=3, seed=3))
+    simulation.run(1_800_000)
+    path = tmp_path / "run.jsonl"
+    count = write_trace(simulation.cluster.trace, path)
+    stats = ReadStats()
+    records = list(read_trace(path, stats))
+    assert (len(records), stats.bad) == (count, [])
+    again = tmp_path / "again.jsonl"
+    write_records(records, again)
+    assert [json.loads(line) for line in again.read_text().splitlines()] == [
+        json.loads(line) for line in path.read_text().splitlines()
+    ]
+
+
+def test_the_sample_trace_is_valid_and_breaks_no_history_invariant() -> None:
+    path = ROOT / "traces" / "sample.jsonl"
+    stats = ReadStats()
+    records = [r.model_dump(mode="json", by_alias=True) for r in read_trace(path, stats)]
+    assert stats.bad == []
+    assert len(records) > 500
+    assert {r["kind"] for r in records} == {"channel", "registry", "leader", "view"}
+    assert check_trace(records) == []
