@@ -355,7 +355,12 @@ class Broker:
             else:
                 self.publish(task.key, self._data(S.Assigning, data.dst_broker, data.source_broker, next_version(data)))
         elif task.kind == "split" and data is not None:
-            self._split(task.key, data)
+            current = self.value(task.key)
+            if current is not None and current.state is S.Splitting and current.source_broker != self.id:
+                # #19988: the parent's Splitting moved on (the leader handed it over); not ours now
+                self.cluster.counters["split-moved"] += 1
+            else:
+                self._split(task.key, data)
         elif task.kind == "tombstone":
             self.publish(task.key, None)
         elif task.kind == "assign" and task.target is not None:
