@@ -135,7 +135,8 @@ def _write(directory: Path) -> int:
         "Each row is a fixed Pulsar bug put back into the model (`--variant` of `statechan simulate`; "
         "`statechan.cluster.config.VARIANTS`), the Hypothesis bench machine run on it with a fixed "
         "seed, and the shrunk counterexample: the invariant it breaks and the number of steps. The "
-        "current protocol passes the same machines (`properties/test_bench.py`). "
+        "current protocol passes the same machines in the `ci` profile (`properties/test_bench.py`; "
+        "what deeper searches find is in [findings.md](findings.md)). "
         "`properties/test_historical_bugs.py` checks, in `make test`, that each bug is still found "
         "within the `ci` budget and that each saved run below still breaks its invariant on the "
         "variant and not on the current protocol.",

@@ -1,0 +1,29 @@
+"""Findings about the current protocol (docs/findings.md), pinned so that a change to the model
+that makes them disappear or change is noticed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from properties.bench import violations_of
+from statechan.cluster import Cluster
+from statechan.cluster.config import VARIANTS
+from statechan.cluster.runfile import load_run
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def test_a_split_handed_over_after_a_session_blip_leaves_two_owners_for_a_moment() -> None:
+    config, actions, _ = load_run(DOCS / "counterexamples" / "finding-split-handover.json")
+    assert config.variant == VARIANTS["current"]
+    cluster = Cluster(config)
+    broken: list[str] = []
+    for action in actions:
+        cluster.step(action)
+        broken = [v.invariant for v in violations_of(cluster)]
+        if broken:
+            break
+    assert set(broken) == {"single-owner"}
+    assert len(cluster.history) == len(actions)  # it is the last step that shows it
+    cluster.drain()  # once the handed-over split is read, the overlap is gone
+    assert violations_of(cluster) == []
