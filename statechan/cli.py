@@ -497,8 +497,32 @@ def traces_validate_command(
     if out_of_order:
         console.print(f"{out_of_order:,} record(s) not in offset order", highlight=False)
     for bad in stats.bad[:show]:
-        err.print(str(bad), markup=False, highlight=False)
+        err.print(str(bad), markup=False, highlight=False, soft_wrap=True)
     if stats.bad or out_of_order:
+        raise typer.Exit(1)
+
+
+@traces_app.command("convert")
+def traces_convert_command(
+    source: Annotated[Path, typer.Argument(help="A trace: .jsonl, .jsonl.gz or .parquet.")],
+    destination: Annotated[Path, typer.Argument(help="Where to write: .jsonl, .jsonl.gz or .parquet.")],
+) -> None:
+    """Convert a trace between JSON Lines and Parquet (the format follows the file names)."""
+    from statechan.traces import ReadStats, convert
+
+    if not source.exists():
+        err.print(f"[red]error:[/red] {source}: no such file")
+        raise typer.Exit(2)
+    for path in (source, destination):
+        if not (path.name.endswith((".jsonl", ".jsonl.gz", ".parquet"))):
+            err.print(f"[red]error:[/red] {path}: expected a .jsonl, .jsonl.gz or .parquet name")
+            raise typer.Exit(2)
+    stats = ReadStats()
+    written = convert(source, destination, stats)
+    console.print(f"{written:,} records written to {destination}; {len(stats.bad):,} bad line(s) left out")
+    for bad in stats.bad[:20]:
+        err.print(str(bad), markup=False, highlight=False, soft_wrap=True)
+    if stats.bad:
         raise typer.Exit(1)
 
 

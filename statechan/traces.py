@@ -200,3 +200,156 @@ def record_from_message(
         message_id=message_id,
         producer=producer or None,
     )
+
+
+# -- Parquet ---------------------------------------------------------------------------------------
+PARQUET_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("kind", "string: channel | registry | leader | view"),
+    ("offset", "int64"),
+    ("time", "int64: publish_time for channel records, time for the others"),
+    ("key", "string, null for registry and leader records"),
+    ("has_value", "bool: false for a tombstone (channel, view), null for registry and leader"),
+    ("state", "string, the value's state"),
+    ("dst_broker", "string"),
+    ("source_broker", "string"),
+    ("force", "bool"),
+    ("timestamp", "int64, the value's timestamp"),
+    ("version_id", "int64"),
+    ("split_children", "list<struct<range: string, broker: string>>, the split map"),
+    ("message_id", "string (channel)"),
+    ("producer", "string (channel)"),
+    ("broker", "string (registry, leader)"),
+    ("event", "string (registry)"),
+    ("observer", "string (view)"),
+    ("incarnation", "int64 (view)"),
+    ("accepted", "bool (view)"),
+)
+"""The flat Parquet schema: one row per record, the value's fields as nullable columns."""
+
+AnyRecord = ChannelRecord | RegistryRecord | LeaderRecord | ViewRecord
+
+
+def _row(record: AnyRecord) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(name for name, _ in PARQUET_COLUMNS)
+    row["kind"], row["offset"] = record.kind, record.offset
+    if isinstance(record, ChannelRecord | ViewRecord):
+        row["key"] = record.key
+        value = record.value
+        row["has_value"] = value is not None
+        if value is not None:
+            row.update(
+                state=value.state.value,
+                dst_broker=value.dst_broker,
+                source_broker=value.source_broker,
+                force=value.force,
+                timestamp=value.timestamp,
+                version_id=value.version_id,
+                split_children=None
+                if value.split_service_unit_to_dest_broker is None
+                else [{"range": r, "broker": b} for r, b in value.split_service_unit_to_dest_broker],
+            )
+    if isinstance(record, ChannelRecord):
+        row.update(time=record.publish_time, message_id=record.message_id, producer=record.producer)
+    elif isinstance(record, ViewRecord):
+        row.update(time=record.time, observer=record.observer, incarnation=record.incarnation, accepted=record.accepted)
+    elif isinstance(record, RegistryRecord):
+        row.update(time=record.time, broker=record.broker, event=record.event)
+    else:
+        row.update(time=record.time, broker=record.broker)
+    return row
+
+
+def _from_row(row: dict[str, Any]) -> AnyRecord:
+    value = None
+    if row.get("has_value"):
+        split = row.get("split_children")
+        value = {
+            "state": row["state"],
+            "dstBroker": row["dst_broker"],
+            "sourceBroker": row["source_broker"],
+            "force": row["force"],
+            "timestamp": row["timestamp"],
+            "versionId": row["version_id"],
+            "splitServiceUnitToDestBroker": None if split is None else {c["range"]: c["broker"] for c in split},
+        }
+    kind = row["kind"]
+    data: dict[str, Any] = {"kind": kind, "offset": row["offset"]}
+    if kind == "channel":
+        data.update(publish_time=row["time"], key=row["key"], value=value)
+        data.update(message_id=row["message_id"], producer=row["producer"])
+    elif kind == "view":
+        data.update(
+            time=row["time"],
+            observer=row["observer"],
+            incarnation=row["incarnation"],
+            key=row["key"],
+            value=value,
+            accepted=row["accepted"],
+        )
+    elif kind == "registry":
+        data.update(time=row["time"], broker=row["broker"], event=row["event"])
+    else:
+        data.update(time=row["time"], broker=row["broker"])
+    return parse_record(data)
+
+
+def _arrow_schema() -> Any:
+    import pyarrow as pa
+
+    types = {
+        "offset": pa.int64(),
+        "time": pa.int64(),
+        "timestamp": pa.int64(),
+        "version_id": pa.int64(),
+        "incarnation": pa.int64(),
+        "has_value": pa.bool_(),
+        "force": pa.bool_(),
+        "accepted": pa.bool_(),
+        "split_children": pa.list_(pa.struct([("range", pa.string()), ("broker", pa.string())])),
+    }
+    return pa.schema([(name, types.get(name, pa.string())) for name, _ in PARQUET_COLUMNS])
+
+
+def write_parquet(records: Iterable[AnyRecord], path: str | Path, batch_rows: int = 100_000) -> int:
+    """Write records to a Parquet file with the flat schema (needs the ``spark`` extra's pyarrow)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = _arrow_schema()
+    count = 0
+    with pq.ParquetWriter(str(path), schema) as writer:
+        rows: list[dict[str, Any]] = []
+        for record in records:
+            rows.append(_row(record))
+            if len(rows) >= batch_rows:
+                writer.write_table(pa.Table.from_pylist(rows, schema=schema))
+                count += len(rows)
+                rows = []
+        if rows or count == 0:
+            writer.write_table(pa.Table.from_pylist(rows, schema=schema))
+            count += len(rows)
+    return count
+
+
+def read_parquet(path: str | Path) -> Iterator[AnyRecord]:
+    """The records of a Parquet trace, in file order."""
+    import pyarrow.parquet as pq
+
+    parquet = pq.ParquetFile(str(path))
+    for batch in parquet.iter_batches():
+        for row in batch.to_pylist():
+            yield _from_row(row)
+
+
+def is_parquet(path: str | Path) -> bool:
+    return Path(path).suffix == ".parquet"
+
+
+def convert(source: str | Path, destination: str | Path, stats: ReadStats | None = None) -> int:
+    """Convert between JSON Lines (``.jsonl``, ``.jsonl.gz``) and Parquet (``.parquet``), by the
+    names' suffixes; bad JSON lines are counted in ``stats`` and left out. Returns records written."""
+    stats = stats if stats is not None else ReadStats()
+    records: Iterable[AnyRecord] = read_parquet(source) if is_parquet(source) else read_trace(source, stats)
+    if is_parquet(destination):
+        return write_parquet(records, destination)
+    return write_records(records, destination)

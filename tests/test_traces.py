@@ -15,7 +15,16 @@ from statechan import ServiceUnitState, ServiceUnitStateData
 from statechan.cli import app
 from statechan.cluster import SimConfig
 from statechan.cluster.runner import Simulation, write_trace
-from statechan.traces import ReadStats, json_schema, read_trace, record_from_message, write_records
+from statechan.traces import (
+    ReadStats,
+    json_schema,
+    parse_record,
+    read_parquet,
+    read_trace,
+    record_from_message,
+    to_json_line,
+    write_records,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "public/default/0x00000000_0xffffffff"
@@ -99,3 +108,41 @@ def test_the_sample_trace_is_valid_and_breaks_no_history_invariant() -> None:
     assert len(records) > 500
     assert {r["kind"] for r in records} == {"channel", "registry", "leader", "view"}
     assert check_trace(records) == []
+
+
+@pytest.mark.parametrize("middle", ["t.parquet", "t.jsonl.gz"])
+def test_convert_round_trips_the_sample(tmp_path: Path, middle: str) -> None:
+    sample = ROOT / "traces" / "sample.jsonl"
+    runner = CliRunner()
+    first = runner.invoke(app, ["traces", "convert", str(sample), str(tmp_path / middle)])
+    assert first.exit_code == 0, first.output
+    back = runner.invoke(app, ["traces", "convert", str(tmp_path / middle), str(tmp_path / "back.jsonl")])
+    assert back.exit_code == 0, back.output
+    original = [json.loads(line) for line in sample.read_text(encoding="utf-8").splitlines()]
+    again = [json.loads(line) for line in (tmp_path / "back.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert again == [read_back(r) for r in original]
+
+
+def read_back(raw: dict[str, object]) -> dict[str, object]:
+    """A record as the library writes it (every optional field present)."""
+    again: dict[str, object] = json.loads(to_json_line(parse_record(raw)))
+    return again
+
+
+def test_convert_leaves_out_bad_lines_and_says_so(tmp_path: Path) -> None:
+    source = tmp_path / "t.jsonl"
+    source.write_text('{"kind":"leader","offset":0,"time":1,"broker":"b1"}\nnot json\n', encoding="utf-8")
+    result = CliRunner().invoke(app, ["traces", "convert", str(source), str(tmp_path / "t.parquet")])
+    assert result.exit_code == 1
+    assert "1 records written" in result.output
+    assert "t.jsonl:2: not JSON" in result.output
+    assert [r.kind for r in read_parquet(tmp_path / "t.parquet")] == ["leader"]
+    bad_name = CliRunner().invoke(app, ["traces", "convert", str(source), str(tmp_path / "t.csv")])
+    assert bad_name.exit_code == 2
+
+
+def test_the_parquet_columns_are_documented() -> None:
+    from statechan.traces import PARQUET_COLUMNS
+
+    readme = (ROOT / "traces" / "README.md").read_text(encoding="utf-8")
+    assert all(f"| `{name}` |" in readme for name, _ in PARQUET_COLUMNS)
