@@ -22,7 +22,7 @@ from typing import ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from properties.catalogue import Violation, check, check_history, cleanup_bound_ms, histories_from_trace
+from properties.catalogue import Violation, check, check_trace, cleanup_bound_ms
 from statechan.cluster import Cluster, SimConfig, StoreKind
 from statechan.cluster.actions import (
     Action,
@@ -75,10 +75,7 @@ def violations_of(cluster: Cluster) -> list[Violation]:
 
 def history_violations_of(cluster: Cluster) -> list[Violation]:
     """The catalogue's default history invariants on the cluster's trace so far."""
-    found: list[Violation] = []
-    for history in histories_from_trace(cluster.trace, cluster.storage, cluster.model.name):
-        found.extend(check_history(history))
-    return found
+    return check_trace(cluster.trace, cluster.storage, cluster.model.name)
 
 
 def _timeline_check(cluster: Cluster) -> list[str]:

@@ -19,14 +19,17 @@ from typing import Literal
 from statechan.cluster.config import MAX_CLEAN_UP_DELAY_TIME_IN_SECS
 from statechan.cluster.sim import Observation
 from statechan.keys import BadKeyError, Bundle, parse_key
-from statechan.model import DEFAULT_MODEL
+from statechan.model import DEFAULT_MODEL, ProtocolModel, load_model
 from statechan.resolver import decide, rules_for
 from statechan.states import ServiceUnitState, StorageType
-from statechan.values import ServiceUnitStateData
+from statechan.values import ServiceUnitStateData, brief
 
 S = ServiceUnitState
-ACTIVE = frozenset({S.Owned, S.Assigning, S.Releasing, S.Splitting})
-IN_FLIGHT = frozenset({S.Assigning, S.Releasing, S.Splitting})
+
+
+def _model(obs: Observation) -> ProtocolModel:
+    """The protocol model the observed cluster runs (its active and in-flight states)."""
+    return load_model(obs.config.variant.model)
 
 
 @dataclass(frozen=True)
@@ -263,13 +266,14 @@ def owner_registered(obs: Observation) -> list[Violation]:
     }
     if not overdue:
         return []
+    active = _model(obs).active
     found = []
     reported: set[str] = set()
     for broker in sorted(obs.views):
         if broker not in obs.started:
             continue
         for key, data in sorted(obs.views[broker].items()):
-            if data.state not in ACTIVE or key in reported:
+            if data.state not in active or key in reported:
                 continue
             holder = data.dst_broker if data.state is not S.Splitting else data.source_broker
             if holder in overdue:
@@ -297,11 +301,12 @@ def in_flight_completes(obs: Observation) -> list[Violation]:
         return []
     cfg = obs.config.channel
     bound = cfg.in_flight_wait_ms + 2 * cfg.monitor_interval_s * 1000 + cleanup_bound_ms(obs)
+    in_flight = _model(obs).in_flight
     found = []
     reported: set[str] = set()
     for broker in sorted(obs.views):
         for key, data in obs.views[broker].items():
-            if data.state not in IN_FLIGHT or key in reported or key in obs.failed_splits:
+            if data.state not in in_flight or key in reported or key in obs.failed_splits:
                 continue
             waited = obs.time - max(data.timestamp, obs.leader_since)
             if waited > bound:
@@ -364,14 +369,15 @@ def release_acted_on(obs: Observation) -> list[Violation]:
 def departure_complete(obs: Observation) -> list[Violation]:
     if not obs.departed:
         return []
+    model = _model(obs)
     found = []
     reported: set[str] = set()
     for broker in sorted(obs.started):
         for key, data in sorted(obs.views.get(broker, {}).items()):
-            if key in reported or data.state not in ACTIVE:
+            if key in reported or data.state not in model.active:
                 continue
             names = data.dst_broker in obs.departed or (
-                data.state in IN_FLIGHT and data.source_broker in obs.departed
+                data.state in model.in_flight and data.source_broker in obs.departed
             )
             if names:
                 reported.add(key)
@@ -473,6 +479,7 @@ def one_value_per_version(history: KeyHistory) -> list[Violation]:
     ["#19546", "#19490"],
 )
 def no_resurrection(history: KeyHistory) -> list[Violation]:
+    active = load_model(history.model).active
     found = []
     for who, records in _streams(history):
         deleted_at: int | None = None
@@ -482,7 +489,7 @@ def no_resurrection(history: KeyHistory) -> list[Violation]:
                 continue
             if value.state is S.Deleted:
                 deleted_at = record.offset if deleted_at is None else deleted_at
-            elif deleted_at is not None and value.state in ACTIVE:
+            elif deleted_at is not None and value.state in active:
                 found.append(
                     Violation(
                         "no-resurrection",
@@ -613,31 +620,23 @@ def compaction_keeps_deletions(history: KeyHistory) -> list[Violation]:
     return _compaction_divergence(history, across_deletions=True)
 
 
-def _brief(data: object) -> str:
-    if data is None:
-        return "nothing"
-    assert isinstance(data, ServiceUnitStateData)
-    parts = [data.state.value]
-    if data.dst_broker:
-        parts.append(f"dst={data.dst_broker}")
-    if data.source_broker:
-        parts.append(f"src={data.source_broker}")
-    if data.force:
-        parts.append("force")
-    parts.append(f"v{data.version_id}")
-    return " ".join(parts)
+def _brief(data: ServiceUnitStateData | None) -> str:
+    return brief(data, none="nothing")
+
+
+def _chosen(ids: Iterable[str] | None) -> list[Invariant]:
+    """The invariants named, or every default one (the hazards only when named)."""
+    if ids is None:
+        return [inv for inv in CATALOGUE.values() if inv.default]
+    wanted = set(ids)
+    return [inv for inv in CATALOGUE.values() if inv.id in wanted]
 
 
 def check(obs: Observation, ids: Iterable[str] | None = None) -> list[Violation]:
     """Every applicable default cluster invariant (or those named) on one observation."""
-    wanted = None if ids is None else set(ids)
     found: list[Violation] = []
-    for inv in CATALOGUE.values():
-        if inv.cluster_check is None:
-            continue
-        if (wanted is None and not inv.default) or (wanted is not None and inv.id not in wanted):
-            continue
-        if inv.when == "quiescent" and not obs.quiescent:
+    for inv in _chosen(ids):
+        if inv.cluster_check is None or (inv.when == "quiescent" and not obs.quiescent):
             continue
         found.extend(inv.cluster_check(obs))
     return found
@@ -645,14 +644,10 @@ def check(obs: Observation, ids: Iterable[str] | None = None) -> list[Violation]
 
 def check_history(history: KeyHistory, ids: Iterable[str] | None = None) -> list[Violation]:
     """Every default history invariant (or those named) on one bundle's history."""
-    wanted = None if ids is None else set(ids)
     found: list[Violation] = []
-    for inv in CATALOGUE.values():
-        if inv.history_check is None:
-            continue
-        if (wanted is None and not inv.default) or (wanted is not None and inv.id not in wanted):
-            continue
-        found.extend(inv.history_check(history))
+    for inv in _chosen(ids):
+        if inv.history_check is not None:
+            found.extend(inv.history_check(history))
     return found
 
 

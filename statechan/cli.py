@@ -19,7 +19,7 @@ from statechan.graph import check_graph, dot, mermaid
 from statechan.model import DEFAULT_MODEL, ModelError, ProtocolModel, builtin_model_names, load_model
 from statechan.resolver import Verdict, resolve
 from statechan.states import ServiceUnitState, StorageType
-from statechan.values import ServiceUnitStateData
+from statechan.values import ServiceUnitStateData, brief
 
 if TYPE_CHECKING:
     from statechan.cluster import Cluster
@@ -254,20 +254,6 @@ DEMO_QUESTIONS: list[tuple[str, ServiceUnitStateData | None, ServiceUnitStateDat
 ]
 
 
-def _brief(value: ServiceUnitStateData | None) -> str:
-    if value is None:
-        return "null"
-    parts = [value.state.value]
-    if value.dst_broker:
-        parts.append(f"dst={value.dst_broker}")
-    if value.source_broker:
-        parts.append(f"src={value.source_broker}")
-    if value.force:
-        parts.append("force")
-    parts.append(f"v{value.version_id}")
-    return " ".join(parts)
-
-
 def _verdict_cell(verdict: Verdict) -> str:
     colour = "green" if verdict.accepted else "red"
     return f"[{colour}]{verdict}[/{colour}]"
@@ -293,7 +279,7 @@ def demo_command(model: ModelOption = DEFAULT_MODEL) -> None:
             if storage not in m.storages:
                 continue
             verdict = resolve(prev, new, storage, model=m)
-            table.add_row(question, storage.value, _brief(prev), _brief(new), _verdict_cell(verdict))
+            table.add_row(question, storage.value, brief(prev), brief(new), _verdict_cell(verdict))
         console.print(table)
     console.print("Mermaid source of the system-topic graph (paste into any Mermaid viewer):")
     console.print(mermaid(m, m.storages[0]), markup=False, highlight=False)
@@ -370,7 +356,8 @@ def simulate_command(
     """Run a seeded cluster simulation and print what happened."""
     from statechan.cluster.config import VARIANTS, SimConfig, StoreKind
     from statechan.cluster.runfile import save_run as write_run
-    from statechan.cluster.runner import Simulation, Workload, write_trace
+    from statechan.cluster.runner import Simulation, Workload
+    from statechan.traces import write_records
 
     if variant not in VARIANTS:
         err.print(f"[red]error:[/red] --variant: unknown {variant!r}; choose from {', '.join(VARIANTS)}")
@@ -415,7 +402,7 @@ def simulate_command(
             console.print(f"  {line}", highlight=False, markup=False)
         summary.violations.extend(history)
     if trace is not None:
-        count = write_trace(simulation.cluster.trace, trace)
+        count = write_records(simulation.cluster.trace, trace)
         console.print(f"trace: {count:,} records written to {trace}")
     if save_run is not None:
         write_run(save_run, config, simulation.cluster.history, note=f"statechan simulate --seed {seed}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -161,11 +161,13 @@ def read_trace(
             yield record
 
 
-def to_json_line(record: BaseModel) -> str:
-    return json.dumps(record.model_dump(mode="json", by_alias=True), separators=(",", ":"))
+def to_json_line(record: BaseModel | Mapping[str, object]) -> str:
+    """One line of a trace: a record model, or a record as a plain mapping (the simulator's)."""
+    data = record.model_dump(mode="json", by_alias=True) if isinstance(record, BaseModel) else record
+    return json.dumps(data, separators=(",", ":"))
 
 
-def write_records(records: Iterable[BaseModel], path: str | Path) -> int:
+def write_records(records: Iterable[BaseModel | Mapping[str, object]], path: str | Path) -> int:
     """Write records as JSON Lines (gzip when the name ends in ``.gz``); returns how many."""
     p = Path(path)
     count = 0

@@ -121,6 +121,21 @@ class ServiceUnitStateData(BaseModel):
         return cls.model_validate_json(data)
 
 
+def brief(value: ServiceUnitStateData | None, none: str = "null") -> str:
+    """A value in one line for people: ``Owned dst=b1 src=b2 force v3`` (``none`` for no value)."""
+    if value is None:
+        return none
+    parts = [value.state.value]
+    if value.dst_broker:
+        parts.append(f"dst={value.dst_broker}")
+    if value.source_broker:
+        parts.append(f"src={value.source_broker}")
+    if value.force:
+        parts.append("force")
+    parts.append(f"v{value.version_id}")
+    return " ".join(parts)
+
+
 def state_of(value: ServiceUnitStateData | None) -> ServiceUnitState:
     """Pulsar's ``ServiceUnitStateData.state(data)``: a null value is ``Init``."""
     return ServiceUnitState.Init if value is None else value.state

@@ -14,7 +14,7 @@ from properties.catalogue import check_trace
 from statechan import ServiceUnitState, ServiceUnitStateData
 from statechan.cli import app
 from statechan.cluster import SimConfig
-from statechan.cluster.runner import Simulation, write_trace
+from statechan.cluster.runner import Simulation
 from statechan.traces import (
     ReadStats,
     json_schema,
@@ -89,7 +89,7 @@ def test_a_simulated_trace_reads_back_record_for_record(tmp_path: Path) -> None:
     simulation = Simulation(SimConfig(brokers=3, bundles_per_namespace=3, seed=3))
     simulation.run(1_800_000)
     path = tmp_path / "run.jsonl"
-    count = write_trace(simulation.cluster.trace, path)
+    count = write_records(simulation.cluster.trace, path)
     stats = ReadStats()
     records = list(read_trace(path, stats))
     assert (len(records), stats.bad) == (count, [])

@@ -4,12 +4,10 @@ with racing deliveries chosen by the seeded generator, and a summary a person ca
 from __future__ import annotations
 
 import heapq
-import json
 import random
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -318,11 +316,3 @@ def in_flight_durations(trace: list[dict[str, object]]) -> dict[str, float]:
         if state in ("Assigning", "Releasing", "Splitting") and key not in entered:
             entered[key] = (str(state), when)
     return {state: totals[state] / counts[state] for state in counts}
-
-
-def write_trace(trace: list[dict[str, object]], path: str | Path) -> int:
-    """Write trace records as JSON Lines; returns the number written."""
-    with open(path, "w", encoding="utf-8") as out:
-        for record in trace:
-            out.write(json.dumps(record, separators=(",", ":")) + "\n")
-    return len(trace)

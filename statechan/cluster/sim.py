@@ -572,8 +572,8 @@ class Broker:
     def orphans_of(self, broker_id: str) -> list[tuple[str, ServiceUnitStateData]]:
         chosen = []
         for key, data in self.view.items():
-            if (data.dst_broker == broker_id and data.state in ACTIVE) or (
-                data.source_broker == broker_id and data.state in IN_FLIGHT
+            if (data.dst_broker == broker_id and data.state in self.cluster.model.active) or (
+                data.source_broker == broker_id and data.state in self.cluster.model.in_flight
             ):
                 chosen.append((key, data))
         return chosen
@@ -633,17 +633,18 @@ class Broker:
         inactive: set[str] = set()
         timed_out: list[tuple[str, ServiceUnitStateData]] = []
         tombstones: list[str] = []
+        in_flight, active_states = self.cluster.model.in_flight, self.cluster.model.active
         for key, data in self.view.items():
             state = data.state
             if state is S.Owned and (is_blank(data.dst_broker) or data.dst_broker not in active):
                 inactive.add(data.dst_broker or "")
-            elif state in IN_FLIGHT and not is_blank(data.source_broker) and data.source_broker not in active:
+            elif state in in_flight and not is_blank(data.source_broker) and data.source_broker not in active:
                 inactive.add(data.source_broker or "")
-            elif state in IN_FLIGHT and not is_blank(data.dst_broker) and data.dst_broker not in active:
+            elif state in in_flight and not is_blank(data.dst_broker) and data.dst_broker not in active:
                 inactive.add(data.dst_broker or "")
-            elif state in IN_FLIGHT and now - data.timestamp > cfg.in_flight_wait_ms:
+            elif state in in_flight and now - data.timestamp > cfg.in_flight_wait_ms:
                 timed_out.append((key, data))
-            elif state not in ACTIVE and now - data.timestamp > cfg.tombstone_delay_s * 1000:
+            elif state not in active_states and now - data.timestamp > cfg.tombstone_delay_s * 1000:
                 tombstones.append(key)
         for key in tombstones:
             self.publish(key, None)
@@ -690,10 +691,6 @@ class Broker:
                 "accepted": True,
             }
         )
-
-
-ACTIVE = frozenset({S.Owned, S.Assigning, S.Releasing, S.Splitting})
-IN_FLIGHT = frozenset({S.Assigning, S.Releasing, S.Splitting})
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from statechan.cluster.actions import Action
 from statechan.cluster.config import SimConfig
 from statechan.cluster.sim import Cluster
+from statechan.values import ServiceUnitStateData, brief
 
 Checker = Callable[[Cluster], list[str]]
 
@@ -30,14 +31,7 @@ def _record_text(record: dict[str, object]) -> str:
         who = f" by {record['producer']}" if record.get("producer") else ""
         if not isinstance(value, dict):
             return f"{record['key']} := tombstone{who}"
-        parts = [str(value.get("state"))]
-        for name, label in (("dstBroker", "dst"), ("sourceBroker", "src")):
-            if value.get(name):
-                parts.append(f"{label}={value[name]}")
-        if value.get("force"):
-            parts.append("force")
-        parts.append(f"v{value.get('versionId')}")
-        return f"{record['key']} := {' '.join(parts)}{who}"
+        return f"{record['key']} := {brief(ServiceUnitStateData.model_validate(value))}{who}"
     if kind == "registry":
         return f"registry: {record['broker']} {record['event']}"
     if kind == "leader":

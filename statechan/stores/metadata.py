@@ -147,12 +147,17 @@ class MetadataStore:
         self._notify(NodeEvent.Created, path)
         return stat
 
-    def _set(self, path: str, data: bytes, expected_version: int | None) -> Stat:
+    def _existing(self, path: str, expected_version: int | None) -> _Node:
+        """The node at ``path``, if it exists and (when one is given) has the expected version."""
         node = self._nodes.get(path)
         if node is None:
             raise NoNodeError(path)
         if expected_version is not None and expected_version != node.stat.version:
             raise BadVersionError(f"{path}: expected version {expected_version}, found {node.stat.version}")
+        return node
+
+    def _set(self, path: str, data: bytes, expected_version: int | None) -> Stat:
+        node = self._existing(path, expected_version)
         self._zxid += 1
         old = node.stat
         node.stat = Stat(old.version + 1, old.ephemeral_owner, old.created_zxid, self._zxid, self.clock.now_ms())
@@ -161,11 +166,7 @@ class MetadataStore:
         return node.stat
 
     def _delete(self, path: str, expected_version: int | None) -> None:
-        node = self._nodes.get(path)
-        if node is None:
-            raise NoNodeError(path)
-        if expected_version is not None and expected_version != node.stat.version:
-            raise BadVersionError(f"{path}: expected version {expected_version}, found {node.stat.version}")
+        self._existing(path, expected_version)
         self._zxid += 1
         del self._nodes[path]
         child = path
