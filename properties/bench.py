@@ -22,7 +22,14 @@ from typing import ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from properties.catalogue import Violation, check, check_trace, cleanup_bound_ms
+from properties.catalogue import (
+    Violation,
+    check,
+    check_trace,
+    cleanup_bound_ms,
+    simulation_ids,
+    simulation_settings,
+)
 from statechan.cluster import Cluster, SimConfig, StoreKind
 from statechan.cluster.actions import (
     Action,
@@ -75,7 +82,8 @@ def violations_of(cluster: Cluster) -> list[Violation]:
 
 def history_violations_of(cluster: Cluster) -> list[Violation]:
     """The catalogue's default history invariants on the cluster's trace so far."""
-    return check_trace(cluster.trace, cluster.storage, cluster.model.name)
+    settings = simulation_settings(cluster.config, cluster.storage, cluster.model.name)
+    return check_trace(cluster.trace, cluster.storage, cluster.model.name, simulation_ids(), settings)
 
 
 def _timeline_check(cluster: Cluster) -> list[str]:

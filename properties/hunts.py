@@ -57,7 +57,7 @@ HUNTS: tuple[Hunt, ...] = (
     Hunt("25379", "restarted broker ignores an Assigning addressed to it", SystemTopicBench,
          ("in-flight-acted-on",)),
     Hunt("26520", "clean-up races an assignment to a disabled broker", SystemTopicBench,
-         ("departure-complete", "owner-registered", "lookup-answers-live-owner")),
+         ("departure-complete", "orphan-cleaned", "lookup-answers-live-owner")),
     Hunt("25946", "syncer loses deletions", SyncerBench, ("syncer-equivalence",)),
     Hunt("24186", "metadata-store retry writes two values at one version", MetadataStoreBench,
          ("one-value-per-version", "version-monotonic")),

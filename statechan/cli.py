@@ -324,9 +324,11 @@ def _invariant_checker(every: int) -> tuple[Callable[[Cluster], list[str]], int]
 
 def _history_checker(cluster: Cluster) -> list[str]:
     """The history invariants over everything the cluster recorded."""
-    from properties.catalogue import check_trace
+    from properties.catalogue import check_trace, simulation_ids, simulation_settings
 
-    return [str(v) for v in check_trace(cluster.trace, cluster.storage, cluster.model.name)]
+    settings = simulation_settings(cluster.config, cluster.storage, cluster.model.name)
+    found = check_trace(cluster.trace, cluster.storage, cluster.model.name, simulation_ids(), settings)
+    return [str(v) for v in found]
 
 
 @app.command("simulate")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from statechan.model import BrokerCheck, ProtocolModel, StorageRules, load_model
 from statechan.states import ServiceUnitState, StorageType
-from statechan.values import LONG_MAX, LONG_MIN, ServiceUnitStateData, is_blank
+from statechan.values import LONG_MAX, LONG_MIN, ServiceUnitStateData, ValueView, is_blank
 
 _Init = ServiceUnitState.Init
 
@@ -108,7 +108,7 @@ _SAME_DST = BrokerCheck.SAME_DST
 _SAME_SRC = BrokerCheck.SAME_SRC
 
 
-def check_holds(check: BrokerCheck, prev: ServiceUnitStateData, new: ServiceUnitStateData) -> bool:
+def check_holds(check: BrokerCheck, prev: ValueView, new: ValueView) -> bool:
     """Whether ``new`` meets one broker check against ``prev`` ("blank" = null/empty/whitespace)."""
     if check is _SAME_DST:
         return prev.dst_broker == new.dst_broker
@@ -135,8 +135,8 @@ _NO_PREV = ServiceUnitStateData.model_construct(state=ServiceUnitState.Init)
 
 def decide(
     rules: StorageRules,
-    prev: ServiceUnitStateData | None,
-    new: ServiceUnitStateData | None,
+    prev: ValueView | None,
+    new: ValueView | None,
     check_brokers: bool = True,
 ) -> Verdict:
     """The resolver itself, on compiled rules (see :func:`rules_for`); stores call this directly."""
@@ -162,7 +162,7 @@ def decide(
     if checks is None:
         return _INVALID_TRANSITION
     if check_brokers and checks:
-        held_value = _NO_PREV if prev is None else prev
+        held_value: ValueView = _NO_PREV if prev is None else prev
         for check in checks:
             if not check_holds(check, held_value, new):
                 return _MISMATCH[check]

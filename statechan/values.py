@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import (
     BaseModel,
@@ -121,7 +121,28 @@ class ServiceUnitStateData(BaseModel):
         return cls.model_validate_json(data)
 
 
-def brief(value: ServiceUnitStateData | None, none: str = "null") -> str:
+class ValueView(Protocol):
+    """What the resolver and the record invariants read of a value.
+
+    :class:`ServiceUnitStateData` is one; the trace auditor passes a lighter tuple with the same
+    fields, so replaying millions of records does not build a validated model per record.
+    """
+
+    @property
+    def state(self) -> ServiceUnitState: ...
+    @property
+    def dst_broker(self) -> str | None: ...
+    @property
+    def source_broker(self) -> str | None: ...
+    @property
+    def force(self) -> bool: ...
+    @property
+    def version_id(self) -> int: ...
+    @property
+    def split_children(self) -> tuple[str, ...]: ...
+
+
+def brief(value: ValueView | None, none: str = "null") -> str:
     """A value in one line for people: ``Owned dst=b1 src=b2 force v3`` (``none`` for no value)."""
     if value is None:
         return none

@@ -1,0 +1,318 @@
+"""Replaying channel records, a namespace at a time, for the record invariants.
+
+A record history is what a reader of the channel saw: every record, in log order, offered to the
+library's resolver. The replay keeps, per namespace, what a reader holds for each key and since
+when, and shows the record invariants three kinds of event:
+
+- a :class:`Step`: an accepted record (what the key held before, what it holds now);
+- a :class:`Dwell`: a state a key held from one time until the next accepted record changed it,
+  or until the trace's last time;
+- a :class:`Deadline`: the clean-up bound after a broker unregistered has passed.
+
+The invariants themselves are pure functions in :mod:`properties.catalogue`; this module only
+feeds them. Namespaces are independent, so a trace can be replayed in any interleaving of its
+namespaces (the auditor replays them in parallel); within one, records go in offset order.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from properties.violation import Violation
+from statechan.keys import Bundle, parse_key
+from statechan.model import DEFAULT_MODEL, load_model
+from statechan.resolver import Reason, decide, rules_for
+from statechan.states import ServiceUnitState, StorageType
+from statechan.values import ServiceUnitStateData, ValueView, is_blank
+
+
+class ReplaySettings(BaseModel):
+    """The thresholds of the time-based record invariants, and the resolver to replay through."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    storage: StorageType = StorageType.SystemTopic
+    model: str = DEFAULT_MODEL
+    in_flight_timeout_ms: int = Field(90_000, gt=0, description="Pulsar's 30 s in-flight wait + 60 s monitor period")
+    cleanup_timeout_ms: int = Field(300_000, gt=0, description="after a broker unregisters, until its bundles move")
+    tombstone_timeout_ms: int = Field(3_660_000, gt=0, description="Free/Deleted until the leader tombstones it")
+
+
+class Value(NamedTuple):
+    """A channel value as a plain tuple (a :class:`~statechan.values.ValueView`), cheap to build."""
+
+    state: ServiceUnitState
+    dst_broker: str | None
+    source_broker: str | None
+    force: bool
+    version_id: int
+    split_children: tuple[str, ...] = ()
+
+
+def light(value: ServiceUnitStateData | None) -> Value | None:
+    """A validated value as a :class:`Value`."""
+    if value is None:
+        return None
+    return Value(
+        value.state, value.dst_broker, value.source_broker, value.force, value.version_id, value.split_children
+    )
+
+
+def holder(value: ValueView) -> str | None:
+    """The broker a value ties the bundle to: its destination, else (unload, split) its source."""
+    return value.source_broker if is_blank(value.dst_broker) else value.dst_broker
+
+
+class Held(NamedTuple):
+    """What a reader holds for a key, and since when it has been in that state."""
+
+    value: ValueView
+    since_time: int
+    since_offset: int
+
+
+class Step(NamedTuple):
+    """An accepted record: the key held ``prev`` (None: nothing) and now holds ``value`` (None: tombstone)."""
+
+    key: str
+    bundle: Bundle
+    offset: int
+    time: int
+    prev: Held | None
+    value: ValueView | None
+    reason: Reason
+
+
+class Dwell(NamedTuple):
+    """A key held ``value`` from ``since_time`` until ``until_time`` (``until_offset`` None: the trace's end)."""
+
+    key: str
+    value: ValueView
+    since_time: int
+    since_offset: int
+    until_time: int
+    until_offset: int | None
+
+
+@dataclass(frozen=True, order=True)
+class Deadline:
+    """``due``: the clean-up bound after ``broker`` unregistered at ``time`` (offset ``offset``)."""
+
+    due: int
+    broker: str
+    time: int
+    offset: int
+
+
+class Registry:
+    """Broker registrations over the trace, answered by offset or by time.
+
+    A broker whose first event is ``unregistered`` was registered before the trace began.
+    """
+
+    def __init__(self, events: Iterable[tuple[int, int, str, bool]] = ()) -> None:
+        """``events``: (offset, time, broker, registered) in any order."""
+        by_broker: dict[str, list[tuple[int, int, bool]]] = {}
+        for offset, time, broker, registered in events:
+            by_broker.setdefault(broker, []).append((offset, time, registered))
+        self._offsets: dict[str, list[int]] = {}
+        self._times: dict[str, list[int]] = {}
+        self._states: dict[str, list[bool]] = {}
+        self.unregistrations: list[tuple[int, int, str]] = []
+        for broker, history in by_broker.items():
+            history.sort()
+            self._offsets[broker] = [o for o, _, _ in history]
+            self._times[broker] = [t for _, t, _ in history]
+            self._states[broker] = [r for _, _, r in history]
+            self.unregistrations.extend((o, t, broker) for o, t, r in history if not r)
+        self.unregistrations.sort()
+
+    @property
+    def present(self) -> bool:
+        """Whether the trace has registry records at all (the registry checks are skipped without)."""
+        return bool(self._offsets)
+
+    @property
+    def brokers(self) -> frozenset[str]:
+        return frozenset(self._offsets)
+
+    def registered_at(self, broker: str | None, offset: int) -> bool:
+        """Whether ``broker`` is registered when the record at ``offset`` is written."""
+        offsets = self._offsets.get(broker or "")
+        if offsets is None:
+            return False
+        states = self._states[broker or ""]
+        i = bisect.bisect_left(offsets, offset)
+        return states[i - 1] if i > 0 else not states[0]
+
+    def registers_between(self, broker: str, after: int, until: int) -> bool:
+        """Whether ``broker`` registers again at a time in ``(after, until]``."""
+        times, states = self._times.get(broker, []), self._states.get(broker, [])
+        i = bisect.bisect_right(times, after)
+        while i < len(times) and times[i] <= until:
+            if states[i]:
+                return True
+            i += 1
+        return False
+
+    def deadlines(self, timeout_ms: int) -> list[Deadline]:
+        return sorted(Deadline(t + timeout_ms, b, t, o) for o, t, b in self.unregistrations)
+
+    def events(self) -> list[tuple[int, int, str, bool]]:
+        """The events, to rebuild the registry elsewhere (a Spark executor)."""
+        return [
+            (o, t, b, r)
+            for b in self._offsets
+            for o, t, r in zip(self._offsets[b], self._times[b], self._states[b], strict=True)
+        ]
+
+
+StepCheck = Callable[[Step, "Namespace"], list[Violation]]
+DwellCheck = Callable[[Dwell, "Namespace"], list[Violation]]
+DeadlineCheck = Callable[[Deadline, "Namespace"], list[Violation]]
+
+
+@dataclass(frozen=True)
+class RecordChecks:
+    """The record invariants to run, by the event each looks at."""
+
+    steps: tuple[StepCheck, ...] = ()
+    dwells: tuple[DwellCheck, ...] = ()
+    deadlines: tuple[DeadlineCheck, ...] = ()
+
+
+@dataclass
+class Namespace:
+    """One namespace's replay state: what the invariants may read (they never write it)."""
+
+    name: str
+    settings: ReplaySettings
+    registry: Registry
+    active_states: frozenset[enum.Enum]
+    in_flight_states: frozenset[enum.Enum]
+    held: dict[str, Held] = field(default_factory=dict)
+    bundles: dict[str, Bundle] = field(default_factory=dict)
+    active: set[str] = field(default_factory=set)
+    """Keys held in an active state."""
+    deleted_at: dict[str, int] = field(default_factory=dict)
+    """Keys with an accepted Deleted since their last tombstone: the offset of the first."""
+    owned_at: dict[str, int] = field(default_factory=dict)
+    """The offset of each key's last accepted Owned record."""
+
+
+class NamespaceReplay:
+    """Offer one namespace's channel records in offset order; collect what the checks report."""
+
+    def __init__(
+        self,
+        name: str,
+        checks: RecordChecks,
+        settings: ReplaySettings | None = None,
+        registry: Registry | None = None,
+        reasons: Counter[Reason] | None = None,
+    ) -> None:
+        settings = settings or ReplaySettings()
+        registry = registry or Registry()
+        model = load_model(settings.model)
+        self.state = Namespace(name, settings, registry, model.active, model.in_flight)
+        self.checks = checks
+        self.rules = rules_for(settings.storage, settings.model)
+        self.reasons: Counter[Reason] = reasons if reasons is not None else Counter()
+        self._deadlines: Sequence[Deadline] = (
+            registry.deadlines(settings.cleanup_timeout_ms) if checks.deadlines else ()
+        )
+        self._next_deadline = 0
+
+    def _due(self, now: int) -> list[Violation]:
+        """Fire the deadlines passed before ``now`` (the namespace's state is as it was then)."""
+        found: list[Violation] = []
+        deadlines, i = self._deadlines, self._next_deadline
+        while i < len(deadlines) and deadlines[i].due < now:
+            for check in self.checks.deadlines:
+                found.extend(check(deadlines[i], self.state))
+            i += 1
+        self._next_deadline = i
+        return found
+
+    def offer(
+        self, key: str, offset: int, time: int, value: ValueView | None, bundle: Bundle | None = None
+    ) -> list[Violation]:
+        """Replay one channel record; returns the violations it shows."""
+        ns = self.state
+        found = self._due(time) if self._next_deadline < len(self._deadlines) else []
+        held = ns.held.get(key)
+        verdict = decide(self.rules, None if held is None else held.value, value)
+        self.reasons[verdict.reason] += 1
+        if not verdict.accepted:
+            return found
+        if bundle is None:
+            bundle = ns.bundles.get(key) or parse_key(key)
+        ns.bundles[key] = bundle
+        step = Step(key, bundle, offset, time, held, value, verdict.reason)
+        for step_check in self.checks.steps:
+            found.extend(step_check(step, ns))
+        same_state = held is not None and value is not None and held.value.state is value.state
+        if held is not None and not same_state:
+            dwell = Dwell(key, held.value, held.since_time, held.since_offset, time, offset)
+            for dwell_check in self.checks.dwells:
+                found.extend(dwell_check(dwell, ns))
+        if value is None:
+            ns.held.pop(key, None)
+            ns.active.discard(key)
+            ns.deleted_at.pop(key, None)
+            return found
+        ns.held[key] = held._replace(value=value) if same_state and held is not None else Held(value, time, offset)
+        state = value.state
+        if state in ns.active_states:
+            ns.active.add(key)
+        else:
+            ns.active.discard(key)
+        if state is ServiceUnitState.Deleted:
+            ns.deleted_at.setdefault(key, offset)
+        elif state is ServiceUnitState.Owned:
+            ns.owned_at[key] = offset
+        return found
+
+    def finish(self, end_time: int) -> list[Violation]:
+        """The trace ended at ``end_time``: close every state still held, fire the deadlines passed."""
+        ns = self.state
+        found = self._due(end_time)
+        for key, held in sorted(ns.held.items()):
+            dwell = Dwell(key, held.value, held.since_time, held.since_offset, end_time, None)
+            for check in self.checks.dwells:
+                found.extend(check(dwell, ns))
+        return found
+
+
+class TraceReplay:
+    """Every namespace of a trace, records offered in offset order (interleaved as they come)."""
+
+    def __init__(self, checks: RecordChecks, settings: ReplaySettings | None = None, registry: Registry | None = None):
+        self.checks = checks
+        self.settings = settings or ReplaySettings()
+        self.registry = registry or Registry()
+        self.reasons: Counter[Reason] = Counter()
+        self.namespaces: dict[str, NamespaceReplay] = {}
+        self.end_time = 0
+
+    def offer(self, key: str, offset: int, time: int, value: ValueView | None) -> list[Violation]:
+        bundle = parse_key(key)
+        replay = self.namespaces.get(bundle.namespace)
+        if replay is None:
+            replay = NamespaceReplay(bundle.namespace, self.checks, self.settings, self.registry, self.reasons)
+            self.namespaces[bundle.namespace] = replay
+        self.end_time = max(self.end_time, time)
+        return replay.offer(key, offset, time, value, bundle)
+
+    def finish(self, end_time: int | None = None) -> list[Violation]:
+        end = self.end_time if end_time is None else end_time
+        found: list[Violation] = []
+        for name in sorted(self.namespaces):
+            found.extend(self.namespaces[name].finish(end))
+        return found
