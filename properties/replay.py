@@ -228,6 +228,9 @@ class NamespaceReplay:
             registry.deadlines(settings.cleanup_timeout_ms) if checks.deadlines else ()
         )
         self._next_deadline = 0
+        self._deadline_count = len(self._deadlines)
+        self._step_checks = checks.steps
+        self._dwell_checks = checks.dwells
 
     def _due(self, now: int) -> list[Violation]:
         """Fire the deadlines passed before ``now`` (the namespace's state is as it was then)."""
@@ -245,29 +248,40 @@ class NamespaceReplay:
     ) -> list[Violation]:
         """Replay one channel record; returns the violations it shows."""
         ns = self.state
-        found = self._due(time) if self._next_deadline < len(self._deadlines) else []
+        found = self._due(time) if self._next_deadline < self._deadline_count else []
         held = ns.held.get(key)
         verdict = decide(self.rules, None if held is None else held.value, value)
-        self.reasons[verdict.reason] += 1
+        reason = verdict.reason
+        self.reasons[reason] += 1
         if not verdict.accepted:
             return found
         if bundle is None:
             bundle = ns.bundles.get(key) or parse_key(key)
         ns.bundles[key] = bundle
-        step = Step(key, bundle, offset, time, held, value, verdict.reason)
-        for step_check in self.checks.steps:
-            found.extend(step_check(step, ns))
-        same_state = held is not None and value is not None and held.value.state is value.state
-        if held is not None and not same_state:
-            dwell = Dwell(key, held.value, held.since_time, held.since_offset, time, offset)
-            for dwell_check in self.checks.dwells:
-                found.extend(dwell_check(dwell, ns))
+        if self._step_checks:
+            step = Step(key, bundle, offset, time, held, value, reason)
+            for step_check in self._step_checks:
+                shown = step_check(step, ns)
+                if shown:
+                    found.extend(shown)
+        if held is not None:
+            if value is not None and held.value.state is value.state:
+                ns.held[key] = Held(value, held.since_time, held.since_offset)
+                if value.state is ServiceUnitState.Owned:
+                    ns.owned_at[key] = offset
+                return found
+            if self._dwell_checks:
+                dwell = Dwell(key, held.value, held.since_time, held.since_offset, time, offset)
+                for dwell_check in self._dwell_checks:
+                    shown = dwell_check(dwell, ns)
+                    if shown:
+                        found.extend(shown)
         if value is None:
             ns.held.pop(key, None)
             ns.active.discard(key)
             ns.deleted_at.pop(key, None)
             return found
-        ns.held[key] = held._replace(value=value) if same_state and held is not None else Held(value, time, offset)
+        ns.held[key] = Held(value, time, offset)
         state = value.state
         if state in ns.active_states:
             ns.active.add(key)
@@ -299,18 +313,27 @@ class TraceReplay:
         self.registry = registry or Registry()
         self.reasons: Counter[Reason] = Counter()
         self.namespaces: dict[str, NamespaceReplay] = {}
+        self.namespaces_seen = 0
         self.end_time = 0
 
-    def offer(self, key: str, offset: int, time: int, value: ValueView | None) -> list[Violation]:
+    def namespace_of(self, key: str) -> tuple[NamespaceReplay, Bundle]:
+        """The replay of the key's namespace (begun if new) and the key's bundle."""
         bundle = parse_key(key)
         replay = self.namespaces.get(bundle.namespace)
         if replay is None:
             replay = NamespaceReplay(bundle.namespace, self.checks, self.settings, self.registry, self.reasons)
             self.namespaces[bundle.namespace] = replay
-        self.end_time = max(self.end_time, time)
+            self.namespaces_seen += 1
+        return replay, bundle
+
+    def offer(self, key: str, offset: int, time: int, value: ValueView | None) -> list[Violation]:
+        replay, bundle = self.namespace_of(key)
+        if time > self.end_time:
+            self.end_time = time
         return replay.offer(key, offset, time, value, bundle)
 
     def finish(self, end_time: int | None = None) -> list[Violation]:
+        """Finish every namespace still open, at ``end_time`` (default: the latest time offered)."""
         end = self.end_time if end_time is None else end_time
         found: list[Violation] = []
         for name in sorted(self.namespaces):

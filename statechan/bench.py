@@ -412,7 +412,181 @@ def bench_hypothesis(_: int) -> list[Figure]:
     ]
 
 
+class _PeakMemory:
+    """Polls the resident memory of a process and all its descendants (a Spark JVM and its Python
+    workers), keeping the largest sum seen. Linux ``/proc`` only; elsewhere it stays 0."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak_bytes = 0
+
+    def _tree(self) -> list[int]:
+        children: dict[int, list[int]] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+                children.setdefault(int(fields[1]), []).append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+        tree, todo = [], [self.pid]
+        while todo:
+            pid = todo.pop()
+            tree.append(pid)
+            todo.extend(children.get(pid, []))
+        return tree
+
+    def sample(self) -> None:
+        total = 0
+        for pid in self._tree():
+            try:
+                with open(f"/proc/{pid}/statm", encoding="utf-8") as statm:
+                    total += int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            except (OSError, IndexError, ValueError):
+                continue
+        self.peak_bytes = max(self.peak_bytes, total)
+
+
+def _run_measured(command: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, int, str]:
+    """Run a command; its wall time (s), its process tree's peak resident memory, its output."""
+    import subprocess
+    import threading
+
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    memory = _PeakMemory(process.pid)
+    done = threading.Event()
+
+    def poll() -> None:
+        while not done.wait(0.25):
+            memory.sample()
+
+    watcher = threading.Thread(target=poll, daemon=True)
+    watcher.start()
+    output, _ = process.communicate()
+    seconds = time.perf_counter() - started
+    done.set()
+    watcher.join()
+    if process.returncode not in ok:
+        raise RuntimeError(f"{' '.join(command)} failed ({process.returncode}):\n{output[-3000:]}")
+    return seconds, memory.peak_bytes, output
+
+
+_SPARK_FLOOR = """
+import sys, time
+from statechan.audit import spark_session
+from pyspark.sql import functions as F
+spark = spark_session(sys.argv[2])
+frame = spark.read.parquet(sys.argv[1]).where(F.col("kind") == "channel")
+frame = frame.select(F.substring_index("key", "/", 2).alias("namespace"), "*")
+n = frame.repartition(spark.sparkContext.defaultParallelism, "namespace").sortWithinPartitions(
+    "namespace", "offset").count()
+print("rows", n)
+"""
+
+
+def _duckdb_checks(path: str) -> tuple[float, dict[str, int]]:
+    """Transition-pair and version checks in SQL, record against the previous record of its key;
+    the transition table comes from the protocol model (not restated)."""
+    import duckdb
+
+    from statechan.resolver import rules_for
+
+    pairs = ", ".join(
+        f"('{a.value}', '{b.value}')" for a, b in sorted(rules_for(StorageType.SystemTopic).edges, key=str)
+    )
+    query = f"""
+        WITH t(prev_state, state) AS (VALUES {pairs}),
+        c AS (
+            SELECT key, "offset", state, version_id, has_value,
+                   lag(state) OVER w AS prev_state, lag(version_id) OVER w AS prev_version,
+                   lag(has_value) OVER w AS prev_has_value
+            FROM read_parquet('{path}') WHERE kind = 'channel'
+            WINDOW w AS (PARTITION BY key ORDER BY "offset")
+        )
+        SELECT
+            count(*) AS channel_records,
+            count(*) FILTER (WHERE has_value AND prev_has_value AND NOT EXISTS (
+                SELECT 1 FROM t WHERE t.prev_state = c.prev_state AND t.state = c.state)) AS invalid_pairs,
+            count(*) FILTER (WHERE has_value AND prev_has_value AND version_id <> prev_version + 1) AS version_breaks
+        FROM c
+    """
+    started = time.perf_counter()
+    row = duckdb.connect().execute(query).fetchone()
+    seconds = time.perf_counter() - started
+    assert row is not None
+    return seconds, {"channel records": row[0], "invalid pairs": row[1], "version breaks": row[2]}
+
+
+def bench_audit(records: int) -> list[Figure]:
+    """The trace auditor on a generated Parquet trace: Spark's floor for the file, the full Spark
+    audit, a single-process replay with the same library functions, and DuckDB's SQL checks."""
+    from statechan.tracegen import write_generated
+
+    folder = os.environ.get("STATECHAN_BENCH_DIR", ".bench")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"trace-{records}.parquet")
+    notes: dict[str, object] = {}
+    if not os.path.exists(path):
+        started = time.perf_counter()
+        part = path.removesuffix(".parquet") + ".part.parquet"
+        stats = write_generated(part, records, seed=1)
+        os.replace(part, path)
+        notes["generated"] = f"{stats.records:,} records in {time.perf_counter() - started:.1f} s (seed 1)"
+    master = os.environ.get("STATECHAN_BENCH_MASTER", "local[*]")
+    python = sys.executable
+    floor_s, floor_mem, floor_out = _run_measured([python, "-c", _SPARK_FLOOR, path, master])
+    rows = int(floor_out.rsplit("rows", 1)[1].split()[0])
+    report = os.path.join(folder, "audit-report.json")
+    audit_s, audit_mem, _ = _run_measured(
+        [python, "-m", "statechan", "audit", path, "--report", report, "--master", master], ok=(0, 1)
+    )
+    with open(report, encoding="utf-8") as handle:
+        summary = json.load(handle)
+    local_report = os.path.join(folder, "audit-report-local.json")
+    local_s, local_mem, _ = _run_measured(
+        [python, "-m", "statechan", "audit", path, "--report", local_report, "--engine", "local"], ok=(0, 1)
+    )
+    with open(local_report, encoding="utf-8") as handle:
+        same = json.load(handle)["violations"] == summary["violations"]
+    duck_s, duck = _duckdb_checks(path)
+    mib = 1 << 20
+    notes |= {
+        "file": f"{path} ({os.path.getsize(path) / mib:.0f} MiB, {summary['records']:,} records, "
+        f"{summary['bundles']:,} bundles, {summary['namespaces']:,} namespaces)",
+        "master": master,
+        "peak memory (process tree)": f"floor {floor_mem / mib:,.0f} MiB, audit {audit_mem / mib:,.0f} MiB, "
+        f"local {local_mem / mib:,.0f} MiB",
+        "violations": {k: v["count"] for k, v in summary["violations"].items() if v["count"]} or "none",
+        "local engine agrees with spark": same,
+        "duckdb": duck,
+    }
+    total = summary["records"]
+    return [
+        Figure(
+            "audit: spark, full (session start included)",
+            total,
+            audit_s,
+            "spark floor (read, shuffle, sort, count)",
+            floor_s,
+            notes,
+        ),
+        Figure("audit: spark floor, no checks", rows, floor_s),
+        Figure("audit: single process, same library functions", total, local_s, "spark full audit", audit_s),
+        Figure(
+            "audit: duckdb, transition pairs + versions in SQL",
+            duck["channel records"],
+            duck_s,
+            "spark full audit",
+            audit_s,
+        ),
+    ]
+
+
 BENCHMARKS: dict[str, Callable[[int], list[Figure]]] = {
+    "audit": bench_audit,
     "resolver": bench_resolver,
     "replay": bench_replay,
     "simulate": bench_simulate,
@@ -426,6 +600,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--pairs", type=int, default=1_000_000, help="resolver pairs / log records per benchmark (default 1,000,000)"
     )
+    parser.add_argument(
+        "--audit-records", type=int, default=10_000_000, help="records in the audit benchmark's trace (default 10M)"
+    )
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args(argv)
     if args.pairs < 1:
@@ -436,7 +613,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[dict[str, object]]] = {}
     for name in args.only or sorted(BENCHMARKS):
         print(f"\n[{name}]")
-        figures = BENCHMARKS[name](args.pairs)
+        figures = BENCHMARKS[name](args.audit_records if name == "audit" else args.pairs)
         for figure in figures:
             print(figure.line())
             for key, value in figure.notes.items():

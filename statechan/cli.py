@@ -285,6 +285,7 @@ def demo_command(model: ModelOption = DEFAULT_MODEL) -> None:
     console.print(mermaid(m, m.storages[0]), markup=False, highlight=False)
     if m.name == DEFAULT_MODEL:
         _demo_simulation()
+        _demo_audit()
 
 
 def _demo_simulation() -> None:
@@ -305,6 +306,37 @@ def _demo_simulation() -> None:
         "More: statechan simulate --help · statechan replay RUN · docs/bench.md · docs/counterexamples.md",
         highlight=False,
     )
+
+
+def _demo_audit() -> None:
+    """The trace auditor on Spark: the sample trace, then a generated one with planted violations."""
+    import tempfile
+
+    from statechan.audit import audit
+    from statechan.tracegen import PLANT_KINDS, write_generated
+
+    sample = Path("traces/sample.jsonl")
+    console.rule("the trace auditor (PySpark, local[*])")
+    if not sample.exists():
+        console.print(f"{sample} is not here (run the demo from the repository); skipping the auditor", highlight=False)
+        return
+    console.print(f"$ statechan audit {sample}", highlight=False)
+    _print_audit(audit([sample], None, progress=_progress))
+    with tempfile.TemporaryDirectory() as folder:
+        trace = Path(folder) / "planted.parquet"
+        stats = write_generated(trace, 50_000, seed=1, plant=dict.fromkeys(PLANT_KINDS, 1))
+        console.print(
+            f"$ statechan traces generate planted.parquet -n 50000 --seed 1 --plant KIND=1 (each of the "
+            f"{len(PLANT_KINDS)} kinds)  # {stats.records:,} records",
+            highlight=False,
+        )
+        console.print("$ statechan audit planted.parquet", highlight=False)
+        _print_audit(audit([trace], None, progress=_progress))
+    console.print("More: statechan audit --help · traces/README.md (format, report, recipes)", highlight=False)
+
+
+def _progress(message: str) -> None:
+    err.print(f"[dim]audit:[/dim] {message}", highlight=False, soft_wrap=True)
 
 
 class StoreChoice(enum.Enum):
@@ -513,6 +545,150 @@ def traces_convert_command(
         err.print(str(bad), markup=False, highlight=False, soft_wrap=True)
     if stats.bad:
         raise typer.Exit(1)
+
+
+def _plants(specs: list[str]) -> dict[str, int]:
+    from statechan.tracegen import PLANT_KINDS
+
+    plants: dict[str, int] = {}
+    for spec in specs:
+        kind, _, count = spec.partition("=")
+        if kind not in PLANT_KINDS or not count.isdigit():
+            raise typer.BadParameter(
+                f"{spec!r}: expected KIND=COUNT with KIND one of {', '.join(PLANT_KINDS)}", param_hint="--plant"
+            )
+        plants[kind] = plants.get(kind, 0) + int(count)
+    return plants
+
+
+@traces_app.command("generate")
+def traces_generate_command(
+    destination: Annotated[Path, typer.Argument(help="Where to write: .jsonl, .jsonl.gz or .parquet.")],
+    records: Annotated[int, typer.Option("--records", "-n", min=1, help="About how many records.")] = 100_000,
+    seed: Annotated[int, typer.Option(help="The same seed gives the same trace.")] = 0,
+    namespaces: Annotated[
+        int | None, typer.Option(min=1, help="Namespaces (default: records/500, at most 1000).")
+    ] = None,
+    brokers: Annotated[int, typer.Option(min=2, help="Brokers in the generated cluster.")] = 8,
+    plant: Annotated[
+        list[str] | None,
+        typer.Option(help="Inject violations: KIND=COUNT (repeatable), e.g. --plant stuck-in-flight=3."),
+    ] = None,
+) -> None:
+    """Generate a trace at scale: assign, transfer, unload, split, crashes and clean-up across
+    many bundles and brokers, with known numbers of planted violations."""
+    from statechan.tracegen import write_generated
+
+    if not destination.name.endswith((".jsonl", ".jsonl.gz", ".parquet")):
+        err.print(f"[red]error:[/red] {destination}: expected a .jsonl, .jsonl.gz or .parquet name")
+        raise typer.Exit(2)
+    plants = _plants(plant or [])
+    stats = write_generated(destination, records, seed, namespaces=namespaces, brokers=brokers, plant=plants)
+    planted = ", ".join(f"{k} {v}" for k, v in stats.planted.items() if v) or "none"
+    console.print(
+        f"{stats.records:,} records ({stats.channel_records:,} channel, {stats.bundles:,} bundles in "
+        f"{stats.namespaces:,} namespaces, {stats.crashes} crashes) written to {destination}; planted: {planted}",
+        highlight=False,
+    )
+
+
+class Engine(enum.Enum):
+    spark = "spark"
+    local = "local"
+
+
+@app.command("audit")
+def audit_command(
+    paths: Annotated[list[Path], typer.Argument(help="Traces: .jsonl, .jsonl.gz or .parquet (any mix).")],
+    report: Annotated[Path, typer.Option("--report", "-r", help="Where to write the JSON report.")] = Path(
+        "audit-report.json"
+    ),
+    master: Annotated[str, typer.Option(help="Spark master URL.")] = "local[*]",
+    engine: Annotated[
+        Engine, typer.Option(help="spark, or local: one Python process (small traces, a baseline).")
+    ] = Engine.spark,
+    storage: Annotated[
+        Storage, typer.Option("--storage", "-s", help="The resolver's storage: a topic or a store dump.")
+    ] = Storage.system_topic,
+    model: ModelOption = DEFAULT_MODEL,
+    in_flight_timeout: Annotated[float, typer.Option(min=0.001, help="Seconds (stuck-in-flight).")] = 90.0,
+    cleanup_timeout: Annotated[float, typer.Option(min=0.001, help="Seconds (orphan-cleaned).")] = 300.0,
+    tombstone_timeout: Annotated[float, typer.Option(min=0.001, help="Seconds (lingering-semi-terminal).")] = 3660.0,
+    examples: Annotated[int, typer.Option(min=0, help="Examples kept per invariant.")] = 5,
+    invariant: Annotated[
+        list[str] | None, typer.Option("--invariant", "-i", help="Check only these (repeatable).")
+    ] = None,
+    partitions: Annotated[int | None, typer.Option(min=1, help="Spark partitions (default: the cores).")] = None,
+) -> None:
+    """Replay recorded channel records through the resolver and the record invariants; report
+    every violation. Exit status: 0 none, 1 violations found, 2 bad usage or unreadable input."""
+    from statechan.audit import AuditSettings, audit
+
+    _load(model)
+    try:
+        settings = AuditSettings(
+            storage=storage.storage,
+            model=model,
+            in_flight_timeout_s=in_flight_timeout,
+            cleanup_timeout_s=cleanup_timeout,
+            tombstone_timeout_s=tombstone_timeout,
+            examples=examples,
+            invariants=tuple(invariant) if invariant else None,
+        )
+        settings.ids()
+    except (ValueError, pydantic.ValidationError) as exc:
+        err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+        raise typer.Exit(2) from None
+    for path in paths:
+        if not path.is_file():
+            err.print(f"[red]error:[/red] {path}: no such file")
+            raise typer.Exit(2)
+    if not report.parent.is_dir():
+        err.print(f"[red]error:[/red] --report {report}: no such directory {report.parent}")
+        raise typer.Exit(2)
+
+    try:
+        result = audit(paths, report, settings, engine.value, master, partitions, _progress)
+    except (OSError, ValueError) as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False, markup=False)
+        raise typer.Exit(2) from None
+    except Exception as exc:  # a Spark failure (a bad file it could not read, a worker that died)
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        err.print(f"[red]error:[/red] the audit failed: {first}", highlight=False, markup=False)
+        raise typer.Exit(2) from None
+    _print_audit(result)
+    if result.violation_count:
+        raise typer.Exit(1)
+
+
+def _print_audit(result: object) -> None:
+    from statechan.audit import AuditReport
+
+    assert isinstance(result, AuditReport)
+    rejected = sum(result.rejected.values())
+    console.print(
+        f"{result.records:,} records ({result.channel_records:,} channel, {result.bundles:,} bundles, "
+        f"{result.namespaces:,} namespace(s); {result.malformed:,} malformed); resolver: {result.accepted:,} "
+        f"accepted, {rejected:,} rejected"
+        + (f" ({', '.join(f'{r} {n:,}' for r, n in result.rejected.items())})" if rejected else ""),
+        highlight=False,
+    )
+    table = Table(title=f"Violations ({result.engine}, {result.elapsed_s:.1f} s)", title_justify="left")
+    table.add_column("invariant")
+    table.add_column("count", justify="right")
+    table.add_column("first example")
+    for invariant, summary in result.violations.items():
+        first = summary.examples[0] if summary.examples else None
+        shown = "" if first is None else f"{first.key} @ {first.offset}: {first.detail}"
+        count = f"[red]{summary.count:,}[/red]" if summary.count else "0"
+        table.add_row(invariant, count, shown)
+    console.print(table)
+    counted = ", ".join(f"{k} {v:,}" for k, v in result.counted.items())
+    console.print(f"counted (not violations): {counted}", highlight=False)
+    for skipped in result.skipped:
+        console.print(f"skipped: {skipped.check}: {skipped.reason}", highlight=False)
+    if result.quarantine:
+        console.print(f"malformed lines quarantined in {result.quarantine}", highlight=False)
 
 
 def main() -> None:

@@ -1,0 +1,670 @@
+"""The trace auditor: replay recorded channel records against the protocol and report every violation.
+
+Records are partitioned by namespace (every record invariant is namespace-local), sorted by
+offset within each, and replayed through the library's resolver and the property catalogue's
+record invariants (:mod:`properties.replay`); nothing is restated here. Two engines share the
+per-record code: ``spark`` (PySpark, ``local[*]`` by default, any master for a cluster) and
+``local`` (one Python process, for small traces and as the benchmark's baseline).
+
+Bad input never stops an audit: each malformed line or row is counted, written with its file,
+line and error to a quarantine file next to the report, and the rest is audited.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import json
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field
+
+from properties.catalogue import CATALOGUE, record_checks, record_ids
+from properties.replay import NamespaceReplay, Registry, ReplaySettings, TraceReplay, Value
+from statechan.keys import BadKeyError, Bundle
+from statechan.model import DEFAULT_MODEL
+from statechan.resolver import Reason
+from statechan.states import ServiceUnitState, StorageType
+from statechan.traces import PARQUET_COLUMNS, _row, is_parquet, open_text, parse_record
+from statechan.values import ServiceUnitStateData
+
+REPORT_FORMAT = 1
+
+
+# -- settings and report ------------------------------------------------------------------------------
+class AuditSettings(BaseModel):
+    """How to audit: the resolver's storage and model, the thresholds, what to report."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    storage: StorageType = StorageType.SystemTopic
+    model: str = DEFAULT_MODEL
+    in_flight_timeout_s: float = Field(90.0, gt=0)
+    cleanup_timeout_s: float = Field(300.0, gt=0)
+    tombstone_timeout_s: float = Field(3660.0, gt=0)
+    examples: int = Field(5, ge=0, description="examples kept per invariant (the smallest offsets)")
+    invariants: tuple[str, ...] | None = Field(None, description="record invariants to check (default: all)")
+
+    def replay(self) -> ReplaySettings:
+        return ReplaySettings(
+            storage=self.storage,
+            model=self.model,
+            in_flight_timeout_ms=round(self.in_flight_timeout_s * 1000),
+            cleanup_timeout_ms=round(self.cleanup_timeout_s * 1000),
+            tombstone_timeout_ms=round(self.tombstone_timeout_s * 1000),
+        )
+
+    def ids(self) -> list[str]:
+        if self.invariants is None:
+            return [inv.id for inv in CATALOGUE.values() if inv.has_record_form]
+        unknown = [i for i in self.invariants if i not in CATALOGUE or not CATALOGUE[i].has_record_form]
+        if unknown:
+            known = ", ".join(inv.id for inv in CATALOGUE.values() if inv.has_record_form)
+            raise ValueError(f"not a record invariant: {', '.join(unknown)} (known: {known})")
+        return record_ids(self.invariants)
+
+
+class Example(BaseModel):
+    key: str | None
+    offset: int | None
+    detail: str
+
+
+class ViolationSummary(BaseModel):
+    count: int
+    examples: list[Example]
+
+
+class Skipped(BaseModel):
+    check: str
+    reason: str
+
+
+class AuditReport(BaseModel):
+    """The report ``statechan audit`` writes (``traces/README.md`` documents every field)."""
+
+    format: int = REPORT_FORMAT
+    inputs: list[str]
+    engine: str
+    records: int = Field(description="lines or rows read: valid + malformed")
+    channel_records: int
+    registry_records: int
+    leader_records: int
+    view_records: int = Field(description="view records are read but not audited")
+    bundles: int = Field(description="distinct keys among the channel records")
+    namespaces: int
+    malformed: int
+    quarantine: str | None = Field(description="where the malformed lines went (null: none)")
+    accepted: int
+    rejected: dict[str, int] = Field(description="channel records the resolver refused, by reason")
+    accepted_by_reason: dict[str, int]
+    violations: dict[str, ViolationSummary]
+    counted: dict[str, int] = Field(description="not violations: accepted version gaps and forced overrides")
+    skipped: list[Skipped]
+    settings: dict[str, Any]
+    start_time: int | None
+    end_time: int | None
+    elapsed_s: float
+
+    @property
+    def violation_count(self) -> int:
+        return sum(v.count for v in self.violations.values())
+
+
+# -- one partition's work -----------------------------------------------------------------------------
+@dataclass
+class Partial:
+    """What one slice of the records showed; partials merge into the report."""
+
+    examples_kept: int = 5
+    reasons: Counter[str] = field(default_factory=Counter)
+    violations: Counter[str] = field(default_factory=Counter)
+    examples: dict[str, list[tuple[int, str, str]]] = field(default_factory=dict)
+    """Per invariant, the kept examples as (-offset, key, detail): a max-heap of the smallest offsets."""
+    channel: int = 0
+    bundles: int = 0
+    namespaces: int = 0
+    malformed: list[tuple[int, int | None, str, str]] = field(default_factory=list)
+    """(source: the input's index, line or row, error, text)."""
+
+    def violation(self, invariant: str, key: str | None, offset: int | None, detail: str) -> None:
+        self.violations[invariant] += 1
+        if self.examples_kept == 0:
+            return
+        kept = self.examples.setdefault(invariant, [])
+        item = (-(offset if offset is not None else -1), key or "", detail)
+        if len(kept) < self.examples_kept:
+            heapq.heappush(kept, item)
+        elif item > kept[0]:
+            heapq.heapreplace(kept, item)
+
+    def merge(self, other: Partial) -> None:
+        self.reasons.update(other.reasons)
+        self.channel += other.channel
+        self.bundles += other.bundles
+        self.namespaces += other.namespaces
+        self.malformed.extend(other.malformed)
+        for invariant, count in other.violations.items():
+            self.violations[invariant] += count - len(other.examples.get(invariant, ()))
+            for neg, key, detail in other.examples.get(invariant, ()):
+                self.violation(invariant, key, -neg if neg != 1 else None, detail)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "n": self.examples_kept,
+                "reasons": self.reasons,
+                "violations": self.violations,
+                "examples": self.examples,
+                "channel": self.channel,
+                "bundles": self.bundles,
+                "namespaces": self.namespaces,
+                "malformed": self.malformed,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Partial:
+        d = json.loads(text)
+        return cls(
+            d["n"],
+            Counter(d["reasons"]),
+            Counter(d["violations"]),
+            {k: [tuple(e) for e in v] for k, v in d["examples"].items()},
+            d["channel"],
+            d["bundles"],
+            d["namespaces"],
+            [tuple(m) for m in d["malformed"]],
+        )
+
+
+_STATES = {s.value: s for s in ServiceUnitState}
+
+
+@functools.lru_cache(maxsize=100_000)
+def _checked_value(state: str, dst: str | None, src: str | None, force: bool) -> ServiceUnitState:
+    """A value's state, after :class:`ServiceUnitStateData` has validated its fields (cached:
+    millions of records repeat a few thousand combinations)."""
+    return ServiceUnitStateData.model_validate(
+        {"state": state, "dstBroker": dst, "sourceBroker": src, "force": force}
+    ).state
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, pydantic.ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "value"
+        return f"value.{where}: {first['msg']}"
+    return str(exc)
+
+
+CHANNEL_COLUMNS = (
+    "key",
+    "offset",
+    "time",
+    "has_value",
+    "state",
+    "dst_broker",
+    "source_broker",
+    "force",
+    "version_id",
+    "source",
+    "line",
+)
+"""The columns the replay reads, in order. Not the split map: no record invariant reads it (the
+split check looks at which children became Owned), and reading a nested column costs Spark more
+than the whole replay."""
+
+
+class Fold:
+    """Replays channel rows (tuples in :data:`CHANNEL_COLUMNS` order) into a :class:`Partial`."""
+
+    def __init__(self, settings: AuditSettings, registry_events: Sequence[tuple[int, int, str, bool]], end_time: int):
+        self.settings = settings
+        self.end_time = end_time
+        self.partial = Partial(settings.examples)
+        self.replay = TraceReplay(record_checks(settings.ids()), settings.replay(), Registry(registry_events))
+        self.route: dict[str, tuple[NamespaceReplay, Bundle]] = {}
+        """Each key seen: its namespace's replay and its bundle."""
+
+    def _record(self, found: Iterable[Any]) -> None:
+        for v in found:
+            self.partial.violation(v.invariant, v.key, v.offset, v.detail)
+
+    def rows(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        """Offer rows, each namespace's in offset order (namespaces may interleave)."""
+        partial, route, record = self.partial, self.route, self._record
+        channel = 0
+        for row in rows:
+            key, offset, when, has_value, state, dst, src, force, version, source, line = row
+            try:
+                target = route.get(key)
+                if target is None:
+                    if key is None or offset is None or when is None:
+                        raise ValueError("a channel record needs key, offset and time")
+                    target = route[key] = self.replay.namespace_of(key)
+                elif offset is None or when is None:
+                    raise ValueError("a channel record needs key, offset and time")
+                if has_value:
+                    if state is None or version is None:
+                        raise ValueError("a value needs state and versionId")
+                    value: Value | None = Value(
+                        _checked_value(state, dst, src, bool(force)), dst, src, bool(force), version
+                    )
+                else:
+                    value = None
+            except (ValueError, BadKeyError) as exc:  # pydantic.ValidationError is a ValueError
+                partial.malformed.append((source or 0, line, _reason(exc), _row_text(row)))
+                continue
+            channel += 1
+            found = target[0].offer(key, offset, when, value, target[1])
+            if found:
+                record(found)
+        partial.channel += channel
+
+    def finish(self) -> Partial:
+        self._record(self.replay.finish(self.end_time))
+        self.partial.reasons.update({str(r): n for r, n in self.replay.reasons.items()})
+        self.partial.bundles = len(self.route)
+        self.partial.namespaces = self.replay.namespaces_seen
+        return self.partial
+
+
+def _row_text(row: tuple[Any, ...]) -> str:
+    return json.dumps(dict(zip(CHANNEL_COLUMNS[:9], row[:9], strict=True)), default=str)
+
+
+# -- reading --------------------------------------------------------------------------------------------
+@dataclass
+class Other:
+    """The records that are not channel records: registry, leader, view, and malformed lines."""
+
+    registry: list[tuple[int, int, str, bool]] = field(default_factory=list)
+    leader: int = 0
+    view: int = 0
+    max_time: int | None = None
+    min_time: int | None = None
+    malformed: list[tuple[int, int | None, str, str]] = field(default_factory=list)
+
+    def saw_time(self, t: int | None) -> None:
+        if t is None:
+            return
+        self.max_time = t if self.max_time is None else max(self.max_time, t)
+        self.min_time = t if self.min_time is None else min(self.min_time, t)
+
+
+def parse_line(source: int, number: int, text: str) -> dict[str, Any] | None:
+    """One JSON Lines line as a flat row (the Parquet schema plus source, line, error, text);
+    a blank line gives None, a bad one a row of kind ``malformed``."""
+    stripped = text.strip()
+    if not stripped:
+        return None
+    try:
+        record = parse_record(json.loads(stripped))
+    except json.JSONDecodeError as exc:
+        return _malformed(source, number, f"not JSON: {exc.msg} at column {exc.colno}", stripped)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "record"
+        more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        return _malformed(source, number, f"{where}: {first['msg']}{more}", stripped)
+    row = _row(record)
+    row.update(source=source, line=number, error=None, text=None)
+    return row
+
+
+def _malformed(source: int, number: int, error: str, text: str) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(name for name, _ in PARQUET_COLUMNS)
+    row.update(kind="malformed", source=source, line=number, error=error, text=text)
+    return row
+
+
+def _channel_tuple(row: dict[str, Any]) -> tuple[Any, ...]:
+    return tuple(row.get(name) for name in CHANNEL_COLUMNS)
+
+
+def _note_other(other: Other, row: dict[str, Any], source: int, line: int | None) -> None:
+    kind = row.get("kind")
+    if kind == "malformed":
+        other.malformed.append((row["source"], row["line"], row["error"], row["text"]))
+        return
+    if kind not in ("registry", "leader", "view"):
+        other.malformed.append((source, line, f"kind: unknown record kind {kind!r}", json.dumps(row, default=str)))
+        return
+    other.saw_time(row.get("time"))
+    if kind == "registry":
+        if row.get("broker") and row.get("event") in ("registered", "unregistered") and row.get("offset") is not None:
+            other.registry.append((row["offset"], row["time"] or 0, row["broker"], row["event"] == "registered"))
+        else:
+            other.malformed.append((source, line, "registry: needs offset, broker and event", json.dumps(row)))
+    elif kind == "leader":
+        other.leader += 1
+    else:
+        other.view += 1
+
+
+# -- the local engine -----------------------------------------------------------------------------------
+def _local_rows(paths: Sequence[str]) -> Iterator[dict[str, Any]]:
+    for source, path in enumerate(paths):
+        if is_parquet(path):
+            import pyarrow.parquet as pq
+
+            index = 0
+            for batch in pq.ParquetFile(path).iter_batches():
+                for row in batch.to_pylist():
+                    index += 1
+                    row.update(source=source, line=index, error=None, text=None)
+                    yield row
+        else:
+            with open_text(path) as handle:
+                for number, text in enumerate(handle, start=1):
+                    row = parse_line(source, number, text)
+                    if row is not None:
+                        yield row
+
+
+def audit_local(
+    paths: Sequence[str], settings: AuditSettings, progress: Callable[[str], None] | None = None
+) -> tuple[Partial, Other]:
+    """Audit in this process: a pass for the registry and the time span, then the replay."""
+    note = progress or (lambda _: None)
+    other = Other()
+    records = 0
+    for row in _local_rows(paths):
+        records += 1
+        if row.get("kind") == "channel":
+            other.saw_time(row.get("time"))
+        else:
+            _note_other(other, row, row.get("source") or 0, row.get("line"))
+    note(f"read {records:,} records; replaying")
+    fold = Fold(settings, other.registry, other.max_time or 0)
+    fold.rows(_channel_tuple(r) for r in _local_rows(paths) if r.get("kind") == "channel")
+    partial = fold.finish()
+    partial.malformed[:0] = other.malformed
+    return partial, other
+
+
+# -- the Spark engine -----------------------------------------------------------------------------------
+def spark_session(master: str = "local[*]", app: str = "statechan-audit", driver_memory: str = "4g") -> Any:
+    """A SparkSession whose Python workers run this interpreter (so they import these packages)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app)
+        .config("spark.driver.memory", driver_memory)
+        .config("spark.sql.shuffle.partitions", str(max(2, os.cpu_count() or 2)))
+        .config("spark.ui.showConsoleProgress", "true" if sys.stderr.isatty() else "false")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
+        .config("spark.python.worker.reuse", "true")
+    )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("FATAL")  # failures reach the caller as exceptions
+    return spark
+
+
+def _spark_frame(spark: Any, paths: Sequence[str]) -> Any:
+    """Every input as one DataFrame: the flat Parquet schema plus source, line, error, text."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import (
+        ArrayType,
+        BooleanType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    longs = {"offset", "time", "timestamp", "version_id", "incarnation"}
+    bools = {"has_value", "force", "accepted"}
+
+    def spark_type(name: str) -> Any:
+        if name in longs:
+            return LongType()
+        if name in bools:
+            return BooleanType()
+        if name == "split_children":
+            return ArrayType(StructType([StructField("range", StringType()), StructField("broker", StringType())]))
+        return StringType()
+
+    schema = StructType(
+        [StructField(name, spark_type(name)) for name, _ in PARQUET_COLUMNS]
+        + [
+            StructField("source", LongType()),
+            StructField("line", LongType()),
+            StructField("error", StringType()),
+            StructField("text", StringType()),
+        ]
+    )
+    names = [f.name for f in schema.fields]
+    frames = []
+    for index, path in enumerate(paths):
+        if is_parquet(path):
+            frame = spark.read.parquet(str(path))
+            missing = [n for n, _ in PARQUET_COLUMNS if n not in frame.columns]
+            if missing:
+                raise ValueError(f"{path}: not a statechan Parquet trace (no column {', '.join(missing)})")
+            frames.append(
+                frame.select(
+                    *[F.col(n) for n, _ in PARQUET_COLUMNS],
+                    F.lit(index).cast("long").alias("source"),
+                    (F.col("_metadata.row_index") + 1).alias("line"),
+                    F.lit(None).cast("string").alias("error"),
+                    F.lit(None).cast("string").alias("text"),
+                )
+            )
+            continue
+        lines = spark.sparkContext.textFile(str(Path(path).resolve())).zipWithIndex()
+
+        def parse(part: Iterable[tuple[str, int]], source: int = index) -> Iterator[tuple[Any, ...]]:
+            for text, number in part:
+                row = parse_line(source, number + 1, text)
+                if row is not None:
+                    yield tuple(row[n] for n in names)
+
+        frames.append(spark.createDataFrame(lines.mapPartitions(parse), schema))
+    frame = frames[0]
+    for more in frames[1:]:
+        frame = frame.unionByName(more)
+    return frame
+
+
+def audit_spark(
+    paths: Sequence[str],
+    settings: AuditSettings,
+    master: str = "local[*]",
+    partitions: int | None = None,
+    progress: Callable[[str], None] | None = None,
+    spark: Any = None,
+) -> tuple[Partial, Other, int]:
+    """Audit on Spark; returns the merged partial, the other records, and all records read."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    note = progress or (lambda _: None)
+    spark = spark or spark_session(master)
+    frame = _spark_frame(spark, paths)
+    if any(not is_parquet(p) for p in paths):
+        frame = frame.persist(StorageLevel.MEMORY_AND_DISK)  # parsed once, read twice
+    note("reading: registry, leader and malformed records, and the time span")
+    span = (
+        frame.where(F.col("kind") == "channel")
+        .agg(F.count(F.lit(1)).alias("n"), F.max("time").alias("hi"), F.min("time").alias("lo"))
+        .first()
+    )
+    other = Other()
+    for row in frame.where((F.col("kind") != "channel") | F.col("kind").isNull()).toLocalIterator():
+        data = row.asDict(recursive=True)
+        _note_other(other, data, data.get("source") or 0, data.get("line"))
+    other.saw_time(span["hi"])
+    other.saw_time(span["lo"])
+    records = span["n"] + len(other.registry) + other.leader + other.view + len(other.malformed)
+    end_time = other.max_time or 0
+    # about a million records a partition: each sorts in memory, and there is one per core at least
+    count = partitions or max(2, spark.sparkContext.defaultParallelism, -(-span["n"] // 1_000_000))
+    note(
+        f"replaying {span['n']:,} channel records in {count} partitions by namespace "
+        f"({len(other.registry)} registry events)"
+    )
+    channel = (
+        frame.where(F.col("kind") == "channel")
+        .select(
+            "key",
+            "offset",
+            "time",
+            "has_value",
+            "state",
+            "dst_broker",
+            "source_broker",
+            "force",
+            "version_id",
+            "source",
+            "line",
+        )
+        .repartition(count, F.substring_index("key", "/", 2))  # by namespace
+        .sortWithinPartitions("offset")
+    )
+    fold = _arrow_fold(settings, other.registry, end_time)
+    partials = channel.mapInArrow(fold, "partial string").collect()
+    merged = Partial(settings.examples)
+    for row in partials:
+        merged.merge(Partial.from_json(row["partial"]))
+    merged.malformed[:0] = other.malformed
+    if frame.is_cached:
+        frame.unpersist()
+    return merged, other, records
+
+
+def _arrow_fold(
+    settings: AuditSettings, registry: list[tuple[int, int, str, bool]], end_time: int
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The per-partition replay, as a ``mapInArrow`` function (runs in the Python workers)."""
+
+    def fold(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        work = Fold(settings, registry, end_time)
+        for batch in batches:
+            columns = [batch.column(name).to_pylist() for name in CHANNEL_COLUMNS]
+            work.rows(zip(*columns, strict=True))
+        yield pa.RecordBatch.from_pydict({"partial": [work.finish().to_json()]})
+
+    return fold
+
+
+# -- the report -------------------------------------------------------------------------------------------
+def build_report(
+    paths: Sequence[str],
+    engine: str,
+    settings: AuditSettings,
+    partial: Partial,
+    other: Other,
+    records: int,
+    quarantine: Path | None,
+    elapsed: float,
+) -> AuditReport:
+    ids = settings.ids()
+    violations = {}
+    for invariant in ids:
+        kept = sorted(partial.examples.get(invariant, []), key=lambda e: (-e[0], e[1]))
+        violations[invariant] = ViolationSummary(
+            count=partial.violations.get(invariant, 0),
+            examples=[Example(key=k or None, offset=-neg if neg != 1 else None, detail=d) for neg, k, d in kept],
+        )
+    skipped = []
+    registry_checks = [i for i in ("owner-registered", "orphan-cleaned") if i in ids]
+    if not other.registry and registry_checks:
+        for check in registry_checks:
+            skipped.append(Skipped(check=check, reason="the trace has no registry records"))
+    if other.view:
+        skipped.append(Skipped(check="view records", reason=f"{other.view} view records are read, not audited"))
+    accepted_reasons = {r.value for r in Reason if r.accepted}
+    return AuditReport(
+        inputs=list(paths),
+        engine=engine,
+        records=records,
+        channel_records=partial.channel,
+        registry_records=len(other.registry),
+        leader_records=other.leader,
+        view_records=other.view,
+        bundles=partial.bundles,
+        namespaces=partial.namespaces,
+        malformed=len(partial.malformed),
+        quarantine=None if quarantine is None else str(quarantine),
+        accepted=sum(n for r, n in partial.reasons.items() if r in accepted_reasons),
+        rejected={r: n for r, n in sorted(partial.reasons.items()) if r not in accepted_reasons},
+        accepted_by_reason={r: n for r, n in sorted(partial.reasons.items()) if r in accepted_reasons},
+        violations=violations,
+        counted={
+            "accepted-version-gap": partial.reasons.get(Reason.ACCEPTED_VERSION_GAP.value, 0),
+            "forced-overrides": partial.reasons.get(Reason.ACCEPTED_FORCED.value, 0),
+        },
+        skipped=skipped,
+        settings=settings.model_dump(mode="json") | {"invariants": ids},
+        start_time=other.min_time,
+        end_time=other.max_time,
+        elapsed_s=round(elapsed, 3),
+    )
+
+
+def write_quarantine(path: Path, inputs: Sequence[str], malformed: Iterable[tuple[int, int | None, str, str]]) -> int:
+    """One JSON line per malformed input line or row: its file, line (1-based), error and text."""
+    count = 0
+    with open(path, "w", encoding="utf-8") as out:
+        for source, line, error, text in sorted(malformed, key=lambda m: (m[0], m[1] or 0)):
+            out.write(json.dumps({"file": inputs[source], "line": line, "error": error, "text": text}) + "\n")
+            count += 1
+    return count
+
+
+def quarantine_path(report: Path) -> Path:
+    """``report.json`` → ``report.quarantine.jsonl``, next to it."""
+    return report.with_name(report.stem + ".quarantine.jsonl")
+
+
+def audit(
+    paths: Sequence[str | Path],
+    report_path: str | Path | None = None,
+    settings: AuditSettings | None = None,
+    engine: str = "spark",
+    master: str = "local[*]",
+    partitions: int | None = None,
+    progress: Callable[[str], None] | None = None,
+    spark: Any = None,
+) -> AuditReport:
+    """Audit trace files (JSON Lines, ``.gz``, or Parquet); write the report (and the quarantine
+    file, if anything was malformed) when ``report_path`` is given."""
+    settings = settings or AuditSettings()
+    settings.ids()  # an unknown invariant fails before any work
+    names = [str(p) for p in paths]
+    if not names:
+        raise ValueError("no trace files given")
+    for name in names:
+        if not Path(name).exists():
+            raise FileNotFoundError(f"no such trace file: {name}")
+    started = time.perf_counter()
+    if engine == "spark":
+        partial, other, records = audit_spark(names, settings, master, partitions, progress, spark)
+    elif engine == "local":
+        partial, other = audit_local(names, settings, progress)
+        records = partial.channel + len(other.registry) + other.leader + other.view + len(partial.malformed)
+    else:
+        raise ValueError(f"unknown engine {engine!r} (spark or local)")
+    quarantine = None
+    if report_path is not None and partial.malformed:
+        quarantine = quarantine_path(Path(report_path))
+        write_quarantine(quarantine, names, partial.malformed)
+    report = build_report(names, engine, settings, partial, other, records, quarantine, time.perf_counter() - started)
+    if report_path is not None:
+        Path(report_path).write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return report
