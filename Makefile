@@ -43,6 +43,7 @@ deep: $(STAMP)
 docs: $(STAMP)
 	$(PY) -m statechan graph --write-docs docs
 	$(PY) -m statechan traces schema > traces/trace.schema.json
+	$(PY) -m statechan traces report-schema > traces/report.schema.json
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info

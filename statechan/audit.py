@@ -118,6 +118,14 @@ class AuditReport(BaseModel):
         return sum(v.count for v in self.violations.values())
 
 
+def report_schema() -> dict[str, Any]:
+    """The JSON Schema of the report (``traces/report.schema.json`` is generated from it)."""
+    schema = AuditReport.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = f"statechan audit report (format {REPORT_FORMAT})"
+    return schema
+
+
 # -- one partition's work -----------------------------------------------------------------------------
 @dataclass
 class Partial:
@@ -413,6 +421,11 @@ def spark_session(master: str = "local[*]", app: str = "statechan-audit", driver
     return spark
 
 
+def default_partitions(spark: Any, channel_records: int) -> int:
+    """About a million records a partition (each sorts in memory), and one per core at least."""
+    return int(max(2, spark.sparkContext.defaultParallelism, -(-channel_records // 1_000_000)))
+
+
 def _spark_frame(spark: Any, paths: Sequence[str]) -> Any:
     """Every input as one DataFrame: the flat Parquet schema plus source, line, error, text."""
     from pyspark.sql import functions as F
@@ -510,8 +523,7 @@ def audit_spark(
     other.saw_time(span["lo"])
     records = span["n"] + len(other.registry) + other.leader + other.view + len(other.malformed)
     end_time = other.max_time or 0
-    # about a million records a partition: each sorts in memory, and there is one per core at least
-    count = partitions or max(2, spark.sparkContext.defaultParallelism, -(-span["n"] // 1_000_000))
+    count = partitions or default_partitions(spark, span["n"])
     note(
         f"replaying {span['n']:,} channel records in {count} partitions by namespace "
         f"({len(other.registry)} registry events)"

@@ -490,6 +490,14 @@ def traces_schema_command() -> None:
     sys.stdout.write(json.dumps(json_schema(), indent=2, sort_keys=True) + "\n")
 
 
+@traces_app.command("report-schema")
+def traces_report_schema_command() -> None:
+    """Print the JSON Schema of the auditor's report (traces/report.schema.json is this output)."""
+    from statechan.audit import report_schema
+
+    sys.stdout.write(json.dumps(report_schema(), indent=2, sort_keys=True) + "\n")
+
+
 @traces_app.command("validate")
 def traces_validate_command(
     paths: Annotated[list[Path], typer.Argument(help="JSON Lines traces (.jsonl or .jsonl.gz).")],

@@ -31,6 +31,13 @@ KEY = "public/default/0x00000000_0xffffffff"
 OWNED = b'{"state":"Owned","dstBroker":"b1:8080","versionId":2,"force":false,"timestamp":5}'
 
 
+def test_the_committed_report_schema_is_generated_from_the_report_model() -> None:
+    from statechan.audit import report_schema
+
+    committed = json.loads((ROOT / "traces" / "report.schema.json").read_text(encoding="utf-8"))
+    assert committed == report_schema(), "regenerate: statechan traces report-schema > traces/report.schema.json"
+
+
 def test_the_committed_schema_is_generated_from_the_models() -> None:
     committed = json.loads((ROOT / "traces" / "trace.schema.json").read_text(encoding="utf-8"))
     assert committed == json_schema(), "regenerate: statechan traces schema > traces/trace.schema.json"
