@@ -33,7 +33,7 @@ from statechan.keys import BadKeyError, Bundle
 from statechan.model import DEFAULT_MODEL
 from statechan.resolver import Reason
 from statechan.states import ServiceUnitState, StorageType
-from statechan.traces import PARQUET_COLUMNS, _row, is_parquet, open_text, parse_record
+from statechan.traces import PARQUET_COLUMNS, flat_row, is_parquet, open_text, parse_record, validation_reason
 from statechan.values import ServiceUnitStateData
 
 REPORT_FORMAT = 1
@@ -193,9 +193,6 @@ class Partial:
         )
 
 
-_STATES = {s.value: s for s in ServiceUnitState}
-
-
 @functools.lru_cache(maxsize=100_000)
 def _checked_value(state: str, dst: str | None, src: str | None, force: bool) -> ServiceUnitState:
     """A value's state, after :class:`ServiceUnitStateData` has validated its fields (cached:
@@ -207,9 +204,7 @@ def _checked_value(state: str, dst: str | None, src: str | None, force: bool) ->
 
 def _reason(exc: Exception) -> str:
     if isinstance(exc, pydantic.ValidationError):
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "value"
-        return f"value.{where}: {first['msg']}"
+        return f"value.{validation_reason(exc)}"
     return str(exc)
 
 
@@ -319,11 +314,8 @@ def parse_line(source: int, number: int, text: str) -> dict[str, Any] | None:
     except json.JSONDecodeError as exc:
         return _malformed(source, number, f"not JSON: {exc.msg} at column {exc.colno}", stripped)
     except pydantic.ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "record"
-        more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        return _malformed(source, number, f"{where}: {first['msg']}{more}", stripped)
-    row = _row(record)
+        return _malformed(source, number, validation_reason(exc), stripped)
+    row = flat_row(record)
     row.update(source=source, line=number, error=None, text=None)
     return row
 
@@ -400,15 +392,20 @@ def audit_local(
 
 
 # -- the Spark engine -----------------------------------------------------------------------------------
-def spark_session(master: str = "local[*]", app: str = "statechan-audit", driver_memory: str = "4g") -> Any:
-    """A SparkSession whose Python workers run this interpreter (so they import these packages)."""
+def spark_session(master: str | None = None, app: str = "statechan-audit", driver_memory: str = "4g") -> Any:
+    """A SparkSession whose Python workers run this interpreter (so they import these packages).
+
+    ``master`` None: the one ``spark-submit`` chose, else ``local[*]``.
+    """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder
+    if master is not None or "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit
+        builder = builder.master(master or "local[*]")
     builder = (
-        SparkSession.builder.master(master)
-        .appName(app)
+        builder.appName(app)
         .config("spark.driver.memory", driver_memory)
         .config("spark.sql.shuffle.partitions", str(max(2, os.cpu_count() or 2)))
         .config("spark.ui.showConsoleProgress", "true" if sys.stderr.isatty() else "false")
@@ -495,7 +492,7 @@ def _spark_frame(spark: Any, paths: Sequence[str]) -> Any:
 def audit_spark(
     paths: Sequence[str],
     settings: AuditSettings,
-    master: str = "local[*]",
+    master: str | None = None,
     partitions: int | None = None,
     progress: Callable[[str], None] | None = None,
     spark: Any = None,
@@ -649,7 +646,7 @@ def audit(
     report_path: str | Path | None = None,
     settings: AuditSettings | None = None,
     engine: str = "spark",
-    master: str = "local[*]",
+    master: str | None = None,
     partitions: int | None = None,
     progress: Callable[[str], None] | None = None,
     spark: Any = None,

@@ -611,7 +611,9 @@ def audit_command(
     report: Annotated[Path, typer.Option("--report", "-r", help="Where to write the JSON report.")] = Path(
         "audit-report.json"
     ),
-    master: Annotated[str, typer.Option(help="Spark master URL.")] = "local[*]",
+    master: Annotated[
+        str | None, typer.Option(help="Spark master URL (default: spark-submit's, else local[*]).")
+    ] = None,
     engine: Annotated[
         Engine, typer.Option(help="spark, or local: one Python process (small traces, a baseline).")
     ] = Engine.spark,

@@ -526,9 +526,9 @@ def _write_parquet(trace: Iterator[GenRecord], path: Path, batch_rows: int = 500
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from statechan.traces import PARQUET_COLUMNS, _arrow_schema
+    from statechan.traces import PARQUET_COLUMNS, arrow_schema
 
-    schema = _arrow_schema()
+    schema = arrow_schema()
     names = [name for name, _ in PARQUET_COLUMNS]
 
     def flush(columns: dict[str, list[Any]], writer: Any) -> None:

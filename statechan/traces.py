@@ -123,7 +123,8 @@ def parse_record(data: object) -> ChannelRecord | RegistryRecord | LeaderRecord 
     return _RECORD.validate_python(data)
 
 
-def _reason(exc: pydantic.ValidationError) -> str:
+def validation_reason(exc: pydantic.ValidationError) -> str:
+    """A validation error in one line: where (``value.state``), what, and how many more."""
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first["loc"]) or "record"
     more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
@@ -155,7 +156,7 @@ def read_trace(
                 stats.bad.append(BadLine(source, number, f"not JSON: {exc.msg} at column {exc.colno}", text))
                 continue
             except pydantic.ValidationError as exc:
-                stats.bad.append(BadLine(source, number, _reason(exc), text))
+                stats.bad.append(BadLine(source, number, validation_reason(exc), text))
                 continue
             stats.records += 1
             yield record
@@ -231,7 +232,8 @@ PARQUET_COLUMNS: tuple[tuple[str, str], ...] = (
 AnyRecord = ChannelRecord | RegistryRecord | LeaderRecord | ViewRecord
 
 
-def _row(record: AnyRecord) -> dict[str, Any]:
+def flat_row(record: AnyRecord) -> dict[str, Any]:
+    """A record as a row of the flat schema (:data:`PARQUET_COLUMNS`)."""
     row: dict[str, Any] = dict.fromkeys(name for name, _ in PARQUET_COLUMNS)
     row["kind"], row["offset"] = record.kind, record.offset
     if isinstance(record, ChannelRecord | ViewRecord):
@@ -261,7 +263,8 @@ def _row(record: AnyRecord) -> dict[str, Any]:
     return row
 
 
-def _from_row(row: dict[str, Any]) -> AnyRecord:
+def from_flat_row(row: dict[str, Any]) -> AnyRecord:
+    """A record back from a row of the flat schema (validated)."""
     value = None
     if row.get("has_value"):
         split = row.get("split_children")
@@ -295,7 +298,8 @@ def _from_row(row: dict[str, Any]) -> AnyRecord:
     return parse_record(data)
 
 
-def _arrow_schema() -> Any:
+def arrow_schema() -> Any:
+    """The flat schema as a ``pyarrow.Schema``."""
     import pyarrow as pa
 
     types = {
@@ -317,12 +321,12 @@ def write_parquet(records: Iterable[AnyRecord], path: str | Path, batch_rows: in
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = _arrow_schema()
+    schema = arrow_schema()
     count = 0
     with pq.ParquetWriter(str(path), schema) as writer:
         rows: list[dict[str, Any]] = []
         for record in records:
-            rows.append(_row(record))
+            rows.append(flat_row(record))
             if len(rows) >= batch_rows:
                 writer.write_table(pa.Table.from_pylist(rows, schema=schema))
                 count += len(rows)
@@ -340,7 +344,7 @@ def read_parquet(path: str | Path) -> Iterator[AnyRecord]:
     parquet = pq.ParquetFile(str(path))
     for batch in parquet.iter_batches():
         for row in batch.to_pylist():
-            yield _from_row(row)
+            yield from_flat_row(row)
 
 
 def is_parquet(path: str | Path) -> bool:
