@@ -26,6 +26,7 @@ from properties.replay import (
     DeadlineCheck,
     Dwell,
     DwellCheck,
+    Looks,
     Namespace,
     RecordChecks,
     Registry,
@@ -113,6 +114,8 @@ class Invariant:
     step_check: StepCheck | None = None
     dwell_check: DwellCheck | None = None
     deadline_check: DeadlineCheck | None = None
+    looks_at: Looks = None
+    """The states the record form can fire on (None: any); see :data:`properties.replay.Looks`."""
 
     @property
     def has_record_form(self) -> bool:
@@ -176,15 +179,17 @@ def record_invariant(
     on: RecordOn,
     guards: Iterable[str] = (),
     default: bool = True,
+    looks_at: Looks = None,
 ) -> Callable[[Callable[..., list[Violation]]], Callable[..., list[Violation]]]:
     """Declare an invariant over replayed records, or the record form of a declared cluster one.
 
     ``on`` names the event it looks at: each accepted ``step``, each ``dwell`` (a state held until
-    the next accepted record or the trace's end), each clean-up ``deadline``.
+    the next accepted record or the trace's end), each clean-up ``deadline``. ``looks_at`` (steps
+    and dwells) names the states it can fire on, so the replay skips the call for the others.
     """
 
     def register(check: Callable[..., list[Violation]]) -> Callable[..., list[Violation]]:
-        forms = {f"{on}_check": check, "record_statement": statement}
+        forms = {f"{on}_check": check, "record_statement": statement, "looks_at": looks_at}
         existing = CATALOGUE.get(id)
         if existing is None:
             _register(Invariant(id, statement, tuple(guards), "records", default=default, **forms))  # type: ignore[arg-type]
@@ -537,10 +542,10 @@ def one_value_per_version(history: KeyHistory) -> list[Violation]:
 # -- record invariants (over a namespace's replayed records; definitions from the auditor's issue) -----
 def _becomes_active(step: Step, ns: Namespace) -> bool:
     """The step moves the key from no value or an inactive state into an active one."""
-    value = step.value
-    if value is None or value.state not in ns.active_states:
+    value, prev, active = step.value, step.prev, ns.active_states
+    if value is None or value.state not in active:
         return False
-    return step.prev is None or step.prev.value.state not in ns.active_states
+    return prev is None or prev.value.state not in active
 
 
 def _splitting_parent(parent: Bundle, value: ValueView, child: Bundle) -> bool:
@@ -553,6 +558,7 @@ def _splitting_parent(parent: Bundle, value: ValueView, child: Bundle) -> bool:
     "An accepted record makes a key active while another key of the same namespace with an "
     "overlapping hash range is active, and neither is the Splitting parent of the other.",
     on="step",
+    looks_at=("active",),
 )
 def single_owner_records(step: Step, ns: Namespace) -> list[Violation]:
     if not _becomes_active(step, ns):
@@ -583,6 +589,7 @@ def single_owner_records(step: Step, ns: Namespace) -> list[Violation]:
     "After an accepted Deleted, the key becomes active (Owned, Assigning, Releasing, Splitting) again "
     "before a tombstone.",
     on="step",
+    looks_at=("active",),
     guards=["#19546", "#19490"],
 )
 def no_resurrection(step: Step, ns: Namespace) -> list[Violation]:
@@ -604,6 +611,7 @@ def no_resurrection(step: Step, ns: Namespace) -> list[Violation]:
     "A split whose parent reaches Deleted while the children that became Owned since its Splitting "
     "record do not partition the parent's hash range exactly.",
     on="step",
+    looks_at=("Deleted",),
     guards=["#19988", "#22743"],
 )
 def split_partitions_parent(step: Step, ns: Namespace) -> list[Violation]:
@@ -641,6 +649,7 @@ def split_partitions_parent(step: Step, ns: Namespace) -> list[Violation]:
     "An accepted Assigning or Owned record names a destination broker that is not registered at that "
     "offset (checked only when the trace has registry records).",
     on="step",
+    looks_at=("Assigning", "Owned"),
     guards=["#21811", "#26520"],
 )
 def owner_registered(step: Step, ns: Namespace) -> list[Violation]:
@@ -703,6 +712,7 @@ def _dwelt(dwell: Dwell, limit_ms: int, what: str, invariant_id: str) -> list[Vi
     "in-flight timeout (default 90 s: the 30 s in-flight wait plus the 60 s monitor period) before its "
     "next accepted record, or until the trace's last time.",
     on="dwell",
+    looks_at=("in-flight",),
     guards=["#19988", "#21332", "#23349"],
 )
 def stuck_in_flight(dwell: Dwell, ns: Namespace) -> list[Violation]:
@@ -715,6 +725,7 @@ def stuck_in_flight(dwell: Dwell, ns: Namespace) -> list[Violation]:
     "lingering-semi-terminal",
     "A key stays Free or Deleted longer than the tombstone timeout (default 3660 s) without a tombstone.",
     on="dwell",
+    looks_at=("Free", "Deleted"),
     guards=["#22743"],
 )
 def lingering_semi_terminal(dwell: Dwell, ns: Namespace) -> list[Violation]:
@@ -835,8 +846,8 @@ def record_checks(ids: Iterable[str] | None = None) -> RecordChecks:
     """The record forms of the default invariants (or those named), grouped by the event they read."""
     chosen = _chosen(ids)
     return RecordChecks(
-        steps=tuple(inv.step_check for inv in chosen if inv.step_check is not None),
-        dwells=tuple(inv.dwell_check for inv in chosen if inv.dwell_check is not None),
+        steps=tuple((inv.step_check, inv.looks_at) for inv in chosen if inv.step_check is not None),
+        dwells=tuple((inv.dwell_check, inv.looks_at) for inv in chosen if inv.dwell_check is not None),
         deadlines=tuple(inv.deadline_check for inv in chosen if inv.deadline_check is not None),
     )
 

@@ -21,7 +21,7 @@ import enum
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -178,13 +178,41 @@ DwellCheck = Callable[[Dwell, "Namespace"], list[Violation]]
 DeadlineCheck = Callable[[Deadline, "Namespace"], list[Violation]]
 
 
+Looks = tuple[str, ...] | None
+"""The values a step or dwell invariant looks at: state names, ``active``, ``in-flight`` and
+``tombstone`` (steps only); None for every one. The replay calls a check only for those (a
+declared shortcut for speed: each check still guards itself, and is correct called on anything)."""
+
+
 @dataclass(frozen=True)
 class RecordChecks:
     """The record invariants to run, by the event each looks at."""
 
-    steps: tuple[StepCheck, ...] = ()
-    dwells: tuple[DwellCheck, ...] = ()
+    steps: tuple[tuple[StepCheck, Looks], ...] = ()
+    dwells: tuple[tuple[DwellCheck, Looks], ...] = ()
     deadlines: tuple[DeadlineCheck, ...] = ()
+
+
+def _by_state(
+    checks: Sequence[tuple[Any, Looks]],
+    states: Iterable[enum.Enum],
+    active: frozenset[enum.Enum],
+    in_flight: frozenset[enum.Enum],
+) -> dict[enum.Enum | None, tuple[Any, ...]]:
+    """For each state (None: a tombstone), the checks that look at it, in declaration order."""
+
+    def looks(names: Looks, state: enum.Enum | None) -> bool:
+        if names is None:
+            return True
+        if state is None:
+            return "tombstone" in names
+        return (
+            state.name in names
+            or ("active" in names and state in active)
+            or ("in-flight" in names and state in in_flight)
+        )
+
+    return {state: tuple(c for c, names in checks if looks(names, state)) for state in [*states, None]}
 
 
 @dataclass
@@ -204,6 +232,13 @@ class Namespace:
     """Keys with an accepted Deleted since their last tombstone: the offset of the first."""
     owned_at: dict[str, int] = field(default_factory=dict)
     """The offset of each key's last accepted Owned record."""
+
+
+_OWNED = ServiceUnitState.Owned
+_DELETED = ServiceUnitState.Deleted
+_new = tuple.__new__
+"""Builds a NamedTuple from a tuple without the Python-level ``__new__``: the replay builds
+several per record, millions of times."""
 
 
 class NamespaceReplay:
@@ -229,8 +264,12 @@ class NamespaceReplay:
         )
         self._next_deadline = 0
         self._deadline_count = len(self._deadlines)
-        self._step_checks = checks.steps
-        self._dwell_checks = checks.dwells
+        self._steps: dict[enum.Enum | None, tuple[StepCheck, ...]] = _by_state(
+            checks.steps, model.states, model.active, model.in_flight
+        )
+        self._dwells: dict[enum.Enum | None, tuple[DwellCheck, ...]] = _by_state(
+            checks.dwells, model.states, model.active, model.in_flight
+        )
 
     def _due(self, now: int) -> list[Violation]:
         """Fire the deadlines passed before ``now`` (the namespace's state is as it was then)."""
@@ -249,7 +288,8 @@ class NamespaceReplay:
         """Replay one channel record; returns the violations it shows."""
         ns = self.state
         found = self._due(time) if self._next_deadline < self._deadline_count else []
-        held = ns.held.get(key)
+        held_by_key = ns.held
+        held = held_by_key.get(key)
         verdict = decide(self.rules, None if held is None else held.value, value)
         reason = verdict.reason
         self.reasons[reason] += 1
@@ -258,39 +298,42 @@ class NamespaceReplay:
         if bundle is None:
             bundle = ns.bundles.get(key) or parse_key(key)
         ns.bundles[key] = bundle
-        if self._step_checks:
-            step = Step(key, bundle, offset, time, held, value, reason)
-            for step_check in self._step_checks:
+        state = None if value is None else value.state
+        step_checks = self._steps[state]
+        if step_checks:
+            step = _new(Step, (key, bundle, offset, time, held, value, reason))
+            for step_check in step_checks:
                 shown = step_check(step, ns)
                 if shown:
                     found.extend(shown)
         if held is not None:
-            if value is not None and held.value.state is value.state:
-                ns.held[key] = Held(value, held.since_time, held.since_offset)
-                if value.state is ServiceUnitState.Owned:
+            held_state = held.value.state
+            if held_state is state:
+                held_by_key[key] = _new(Held, (value, held.since_time, held.since_offset))
+                if state is _OWNED:
                     ns.owned_at[key] = offset
                 return found
-            if self._dwell_checks:
-                dwell = Dwell(key, held.value, held.since_time, held.since_offset, time, offset)
-                for dwell_check in self._dwell_checks:
+            dwell_checks = self._dwells[held_state]
+            if dwell_checks:
+                dwell = _new(Dwell, (key, held.value, held.since_time, held.since_offset, time, offset))
+                for dwell_check in dwell_checks:
                     shown = dwell_check(dwell, ns)
                     if shown:
                         found.extend(shown)
-        if value is None:
-            ns.held.pop(key, None)
+        if state is None:
+            held_by_key.pop(key, None)
             ns.active.discard(key)
             ns.deleted_at.pop(key, None)
             return found
-        ns.held[key] = Held(value, time, offset)
-        state = value.state
+        held_by_key[key] = _new(Held, (value, time, offset))
         if state in ns.active_states:
             ns.active.add(key)
         else:
             ns.active.discard(key)
-        if state is ServiceUnitState.Deleted:
-            ns.deleted_at.setdefault(key, offset)
-        elif state is ServiceUnitState.Owned:
+        if state is _OWNED:
             ns.owned_at[key] = offset
+        elif state is _DELETED:
+            ns.deleted_at.setdefault(key, offset)
         return found
 
     def finish(self, end_time: int) -> list[Violation]:
@@ -299,7 +342,7 @@ class NamespaceReplay:
         found = self._due(end_time)
         for key, held in sorted(ns.held.items()):
             dwell = Dwell(key, held.value, held.since_time, held.since_offset, end_time, None)
-            for check in self.checks.dwells:
+            for check in self._dwells[held.value.state]:
                 found.extend(check(dwell, ns))
         return found
 

@@ -194,12 +194,13 @@ class Partial:
 
 
 @functools.lru_cache(maxsize=100_000)
-def _checked_value(state: str, dst: str | None, src: str | None, force: bool) -> ServiceUnitState:
-    """A value's state, after :class:`ServiceUnitStateData` has validated its fields (cached:
-    millions of records repeat a few thousand combinations)."""
-    return ServiceUnitStateData.model_validate(
-        {"state": state, "dstBroker": dst, "sourceBroker": src, "force": force}
-    ).state
+def _checked_value(
+    state: str, dst: str | None, src: str | None, force: bool | None
+) -> tuple[ServiceUnitState, str | None, str | None, bool]:
+    """A value's fields after :class:`ServiceUnitStateData` has validated them (cached: millions
+    of records repeat a few thousand combinations)."""
+    data = ServiceUnitStateData.model_validate({"state": state, "dstBroker": dst, "sourceBroker": src, "force": force})
+    return data.state, dst, src, data.force
 
 
 def _reason(exc: Exception) -> str:
@@ -258,9 +259,8 @@ class Fold:
                 if has_value:
                     if state is None or version is None:
                         raise ValueError("a value needs state and versionId")
-                    value: Value | None = Value(
-                        _checked_value(state, dst, src, bool(force)), dst, src, bool(force), version
-                    )
+                    value: Value | None = _new(Value, (*_checked_value(state, dst, src, force), version, ()))
+
                 else:
                     value = None
             except (ValueError, BadKeyError) as exc:  # pydantic.ValidationError is a ValueError
@@ -282,6 +282,9 @@ class Fold:
 
 def _row_text(row: tuple[Any, ...]) -> str:
     return json.dumps(dict(zip(CHANNEL_COLUMNS[:9], row[:9], strict=True)), default=str)
+
+
+_new = tuple.__new__  # a Value per record, without NamedTuple's Python-level __new__
 
 
 # -- reading --------------------------------------------------------------------------------------------
@@ -412,6 +415,7 @@ def spark_session(master: str | None = None, app: str = "statechan-audit", drive
         .config("spark.ui.enabled", "false")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
         .config("spark.python.worker.reuse", "true")
+        .config("spark.sql.parquet.aggregatePushdown", "true")
     )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("FATAL")  # failures reach the caller as exceptions
@@ -419,8 +423,10 @@ def spark_session(master: str | None = None, app: str = "statechan-audit", drive
 
 
 def default_partitions(spark: Any, channel_records: int) -> int:
-    """About a million records a partition (each sorts in memory), and one per core at least."""
-    return int(max(2, spark.sparkContext.defaultParallelism, -(-channel_records // 1_000_000)))
+    """About 250,000 records a partition, and four per core at least: small partitions keep every
+    core busy to the end (the fold of one partition is serial) and let one partition's sort
+    overlap another's replay."""
+    return int(max(4 * spark.sparkContext.defaultParallelism, -(-channel_records // 250_000)))
 
 
 def _spark_frame(spark: Any, paths: Sequence[str]) -> Any:
@@ -507,22 +513,25 @@ def audit_spark(
     if any(not is_parquet(p) for p in paths):
         frame = frame.persist(StorageLevel.MEMORY_AND_DISK)  # parsed once, read twice
     note("reading: registry, leader and malformed records, and the time span")
-    span = (
-        frame.where(F.col("kind") == "channel")
-        .agg(F.count(F.lit(1)).alias("n"), F.max("time").alias("hi"), F.min("time").alias("lo"))
-        .first()
-    )
     other = Other()
-    for row in frame.where((F.col("kind") != "channel") | F.col("kind").isNull()).toLocalIterator():
+    for row in frame.where((F.col("kind") != "channel") | F.col("kind").isNull()).collect():
         data = row.asDict(recursive=True)
         _note_other(other, data, data.get("source") or 0, data.get("line"))
+    others = len(other.registry) + other.leader + other.view + len(other.malformed)
+    if all(is_parquet(p) for p in paths):  # count and span from the files' footers
+        raw = spark.read.parquet(*[str(p) for p in paths])
+        span = raw.agg(F.count(F.lit(1)).alias("n"), F.max("time").alias("hi"), F.min("time").alias("lo")).first()
+        records, channel_rows = span["n"], span["n"] - others
+    else:
+        channel = frame.where(F.col("kind") == "channel")
+        span = channel.agg(F.count(F.lit(1)).alias("n"), F.max("time").alias("hi"), F.min("time").alias("lo")).first()
+        records, channel_rows = span["n"] + others, span["n"]
     other.saw_time(span["hi"])
     other.saw_time(span["lo"])
-    records = span["n"] + len(other.registry) + other.leader + other.view + len(other.malformed)
     end_time = other.max_time or 0
-    count = partitions or default_partitions(spark, span["n"])
+    count = partitions or default_partitions(spark, channel_rows)
     note(
-        f"replaying {span['n']:,} channel records in {count} partitions by namespace "
+        f"replaying {channel_rows:,} channel records in {count} partitions by namespace "
         f"({len(other.registry)} registry events)"
     )
     channel = (

@@ -190,3 +190,39 @@ def test_the_auditor_ids_are_record_forms_in_the_catalogue() -> None:
     assert {inv.id for inv in CATALOGUE.values() if inv.has_record_form} == ids
     assert CATALOGUE["single-owner"].cluster_check is not None  # one id, both forms
     assert CATALOGUE["orphan-cleaned"].cluster_check is not None
+
+
+def test_the_looks_at_shortcut_changes_no_result() -> None:
+    """The replay skips a check for states it does not look at; calling every check on every
+    event must find the same violations (on a generated trace with every kind planted)."""
+    from properties.catalogue import record_checks
+    from properties.replay import RecordChecks, TraceReplay
+    from statechan.tracegen import PLANT_KINDS, generate
+
+    trace, _ = generate(20_000, seed=6, plant=dict.fromkeys(PLANT_KINDS, 2))
+    records = [r.to_json() for r in trace]
+    shortcut = record_checks()
+    everything = RecordChecks(
+        steps=tuple((check, None) for check, _ in shortcut.steps),
+        dwells=tuple((check, None) for check, _ in shortcut.dwells),
+        deadlines=shortcut.deadlines,
+    )
+    assert any(looks is not None for _, looks in shortcut.steps)
+
+    def run(checks: RecordChecks) -> list[str]:
+        from properties.catalogue import registry_from_trace
+        from properties.replay import light
+        from statechan.values import ServiceUnitStateData
+
+        replay = TraceReplay(checks, ReplaySettings(), registry_from_trace(records))
+        found = []
+        for r in records:
+            if r["kind"] == "channel":
+                value = None if r["value"] is None else light(ServiceUnitStateData.model_validate(r["value"]))
+                found.extend(replay.offer(r["key"], r["offset"], r["publish_time"], value))
+        found.extend(replay.finish(max(r.get("publish_time", r.get("time", 0)) for r in records)))
+        return sorted(str(v) for v in found)
+
+    with_shortcut = run(shortcut)
+    assert len(with_shortcut) == 2 * len(PLANT_KINDS)
+    assert with_shortcut == run(everything)
