@@ -536,19 +536,7 @@ def audit_spark(
     )
     channel = (
         frame.where(F.col("kind") == "channel")
-        .select(
-            "key",
-            "offset",
-            "time",
-            "has_value",
-            "state",
-            "dst_broker",
-            "source_broker",
-            "force",
-            "version_id",
-            "source",
-            "line",
-        )
+        .select(*CHANNEL_COLUMNS)
         .repartition(count, F.substring_index("key", "/", 2))  # by namespace
         .sortWithinPartitions("offset")
     )
