@@ -217,3 +217,33 @@ def test_generated_traces_replay_from_the_seed() -> None:
     assert a == b
     assert a != c
     assert [r.offset for r in a] == list(range(len(a)))
+
+
+def test_settings_reach_the_spark_workers(spark: Any, planted: tuple[Path, Path, GenStats]) -> None:
+    """A metadata-store dump refuses version gaps, so the planted resurrection (a gap after a
+    forced Deleted) is refused there; a shorter in-flight timeout finds more stuck keys."""
+    topic = audit([planted[0]], spark=spark)
+    store = audit([planted[0]], settings=AuditSettings(storage="MetadataStore"), spark=spark)
+    assert _counts(store).get("no-resurrection", 0) == 0
+    assert store.rejected.get("version-gap-rejected") == PLANTED["no-resurrection"]
+    assert store.counted["accepted-version-gap"] == 0
+    strict = audit([planted[0]], settings=AuditSettings(in_flight_timeout_s=0.5), spark=spark)
+    assert strict.violations["stuck-in-flight"].count > topic.violations["stuck-in-flight"].count
+
+
+def test_several_inputs_of_both_formats_are_one_trace(spark: Any, tmp_path: Path) -> None:
+    """Two files are audited as one trace: their namespaces do not overlap, so the counts add up."""
+    first = write_generated(tmp_path / "a.parquet", 3_000, seed=21, plant={"single-owner": 1})
+    trace, second = generate(3_000, seed=22, plant={"stuck-in-flight": 2})
+    lines = []
+    for record in trace:
+        data = record.to_json()
+        if "key" in data:
+            data["key"] = "other-" + data["key"]  # a namespace of its own
+        data["offset"] += 10_000_000
+        lines.append(json.dumps(data))
+    (tmp_path / "b.jsonl").write_text("\n".join(lines) + "\n")
+    report = audit([tmp_path / "a.parquet", tmp_path / "b.jsonl"], spark=spark)
+    assert report.records == first.records + second.records
+    assert report.bundles == first.bundles + second.bundles
+    assert _counts(report) == {"single-owner": 1, "stuck-in-flight": 2}
