@@ -16,6 +16,7 @@ import functools
 import heapq
 import json
 import os
+import re
 import sys
 import time
 from collections import Counter
@@ -623,6 +624,29 @@ def build_report(
     )
 
 
+def _check_parquet(path: str) -> None:
+    """Fail early, in one line, on a file that is not a statechan Parquet trace."""
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.ParquetFile(path).schema_arrow
+    except Exception as exc:  # pyarrow raises several kinds for a file that is not Parquet
+        raise ValueError(f"{path}: not a readable Parquet file ({exc})") from None
+    missing = [n for n, _ in PARQUET_COLUMNS if n not in schema.names]
+    if missing:
+        raise ValueError(f"{path}: not a statechan Parquet trace (no column {', '.join(missing)})")
+
+
+def spark_error(exc: BaseException) -> str:
+    """The line of a Spark failure a person needs: its error class and message, not the stack."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    for line in lines:
+        match = re.search(r"\[[A-Z][A-Z0-9_.]+\].*", line)
+        if match:
+            return match.group(0)
+    return lines[0] if lines else type(exc).__name__
+
+
 def write_quarantine(path: Path, inputs: Sequence[str], malformed: Iterable[tuple[int, int | None, str, str]]) -> int:
     """One JSON line per malformed input line or row: its file, line (1-based), error and text."""
     count = 0
@@ -658,6 +682,8 @@ def audit(
     for name in names:
         if not Path(name).exists():
             raise FileNotFoundError(f"no such trace file: {name}")
+        if is_parquet(name):
+            _check_parquet(name)
     started = time.perf_counter()
     if engine == "spark":
         partial, other, records = audit_spark(names, settings, master, partitions, progress, spark)

@@ -607,7 +607,9 @@ class Engine(enum.Enum):
 
 @app.command("audit")
 def audit_command(
-    paths: Annotated[list[Path], typer.Argument(help="Traces: .jsonl, .jsonl.gz or .parquet (any mix).")],
+    paths: Annotated[
+        list[Path], typer.Argument(help="Traces: .jsonl, .jsonl.gz or .parquet (any mix), or folders of them.")
+    ],
     report: Annotated[Path, typer.Option("--report", "-r", help="Where to write the JSON report.")] = Path(
         "audit-report.json"
     ),
@@ -649,8 +651,19 @@ def audit_command(
     except (ValueError, pydantic.ValidationError) as exc:
         err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
         raise typer.Exit(2) from None
+    inputs: list[Path] = []
     for path in paths:
-        if not path.is_file():
+        if path.is_dir():  # a folder of part files, as Spark and the generator's users keep them
+            found = sorted(p for p in path.iterdir() if p.name.endswith((".parquet", ".jsonl", ".jsonl.gz")))
+            if not found:
+                err.print(
+                    f"[red]error:[/red] {path}: no .parquet, .jsonl or .jsonl.gz files in this folder", soft_wrap=True
+                )
+                raise typer.Exit(2)
+            inputs.extend(found)
+        elif path.is_file():
+            inputs.append(path)
+        else:
             err.print(f"[red]error:[/red] {path}: no such file")
             raise typer.Exit(2)
     if not report.parent.is_dir():
@@ -658,13 +671,16 @@ def audit_command(
         raise typer.Exit(2)
 
     try:
-        result = audit(paths, report, settings, engine.value, master, partitions, _progress)
+        result = audit(inputs, report, settings, engine.value, master, partitions, _progress)
     except (OSError, ValueError) as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False, markup=False)
+        err.print("[red]error:[/red] ", end="", highlight=False)
+        err.print(str(exc), highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(2) from None
     except Exception as exc:  # a Spark failure (a bad file it could not read, a worker that died)
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        err.print(f"[red]error:[/red] the audit failed: {first}", highlight=False, markup=False)
+        from statechan.audit import spark_error
+
+        err.print("[red]error:[/red] the audit failed: ", end="", highlight=False)
+        err.print(spark_error(exc), highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(2) from None
     _print_audit(result)
     if result.violation_count:

@@ -198,11 +198,15 @@ def test_cli_exit_status_and_summary(spark: Any, planted: tuple[Path, Path, GenS
         (["audit", "{trace}", "--report", "/no/such/dir/r.json"], "no such directory"),
         (["traces", "generate", "{tmp}/x.jsonl", "--plant", "nonsense=2"], "expected KIND=COUNT"),
         (["traces", "generate", "{tmp}/x.csv"], "expected a .jsonl"),
+        (["audit", "{tmp}/corrupt.parquet"], "not a readable Parquet file"),
+        (["audit", "{tmp}/empty-folder"], "no .parquet, .jsonl or .jsonl.gz files"),
     ],
 )
 def test_cli_usage_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
     trace = tmp_path / "t.jsonl"
     write_generated(trace, 100, seed=1)
+    (tmp_path / "corrupt.parquet").write_text("not parquet\n")
+    (tmp_path / "empty-folder").mkdir()
     argv = [a.format(trace=trace, tmp=tmp_path) for a in args]
     result = runner.invoke(app, argv)
     assert result.exit_code == 2, result.output
@@ -247,3 +251,26 @@ def test_several_inputs_of_both_formats_are_one_trace(spark: Any, tmp_path: Path
     assert report.records == first.records + second.records
     assert report.bundles == first.bundles + second.bundles
     assert _counts(report) == {"single-owner": 1, "stuck-in-flight": 2}
+
+
+def test_a_folder_of_traces_is_read_whole(tmp_path: Path) -> None:
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    stats = write_generated(folder / "part-0.jsonl", 1_000, seed=4, plant={"owner-registered": 1})
+    (folder / "notes.txt").write_text("not a trace\n")
+    result = runner.invoke(app, ["audit", str(folder), "--report", str(tmp_path / "r.json"), "--engine", "local"])
+    assert result.exit_code == 1, result.output
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["records"] == stats.records
+    assert report["violations"]["owner-registered"]["count"] == 1
+
+
+def test_spark_errors_are_shown_by_their_error_class() -> None:
+    from statechan.audit import spark_error
+
+    failure = Exception(
+        "An error occurred while calling o38.parquet.\n: org.apache.spark.SparkException: "
+        "[FAILED_READ_FILE.CANNOT_READ_FILE_FOOTER] Could not read footer.\n\tat org.apache.Foo(Foo.java:1)"
+    )
+    assert spark_error(failure) == "[FAILED_READ_FILE.CANNOT_READ_FILE_FOOTER] Could not read footer."
+    assert spark_error(Exception("a worker died\nstack")) == "a worker died"
