@@ -997,11 +997,14 @@ def simulation_ids() -> list[str]:
 def simulation_settings(config: SimConfig, storage: StorageType, model: str) -> ReplaySettings:
     """Record-invariant thresholds for a simulated cluster: the liveness bounds its cluster
     invariants use, rather than the auditor's defaults for a production cluster."""
+    cfg = config.channel
     return ReplaySettings(
         storage=storage,
         model=model,
         in_flight_timeout_ms=in_flight_bound_ms(config),
         cleanup_timeout_ms=cleanup_bound_ms(config),
+        # the leader's monitor tombstones after the delay, at its next run; a leader change adds the clean-up bound
+        tombstone_timeout_ms=(cfg.tombstone_delay_s + 2 * cfg.monitor_interval_s) * 1000 + cleanup_bound_ms(config),
     )
 
 
