@@ -542,7 +542,8 @@ def audit_spark(
         .sortWithinPartitions("offset")
     )
     fold = _arrow_fold(settings, other.registry, end_time)
-    partials = channel.mapInArrow(fold, "partial string").collect()
+    with _StageProgress(spark, note, count):
+        partials = channel.mapInArrow(fold, "partial string").collect()
     merged = Partial(settings.examples)
     for row in partials:
         merged.merge(Partial.from_json(row["partial"]))
@@ -550,6 +551,38 @@ def audit_spark(
     if frame.is_cached:
         frame.unpersist()
     return merged, other, records
+
+
+class _StageProgress:
+    """Reports, every ``every`` seconds while a Spark job runs, how many partitions are replayed
+    (Spark's own progress bar shows only on a terminal; this reaches logs too)."""
+
+    def __init__(self, spark: Any, note: Callable[[str], None], partitions: int, every: float = 10.0) -> None:
+        import threading
+
+        self.tracker = spark.sparkContext.statusTracker()
+        self.note, self.partitions, self.every = note, partitions, every
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="statechan-audit-progress", daemon=True)
+        self.started = time.perf_counter()
+
+    def _run(self) -> None:
+        while not self.done.wait(self.every):
+            replayed = 0
+            for stage_id in self.tracker.getActiveStageIds():
+                info = self.tracker.getStageInfo(stage_id)
+                if info is not None and info.numTasks == self.partitions:
+                    replayed = max(replayed, info.numCompletedTasks)
+            elapsed = time.perf_counter() - self.started
+            self.note(f"replayed {replayed}/{self.partitions} partitions ({elapsed:.0f} s)")
+
+    def __enter__(self) -> _StageProgress:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.done.set()
+        self.thread.join()
 
 
 def _arrow_fold(
