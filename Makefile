@@ -4,22 +4,25 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit typecheck lint bench deep docs clean java
+.PHONY: demo test unit typecheck lint bench deep docs clean java zookeeper
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "statechan needs Python >= 3.11")'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,spark,bench]'
+	$(PY) -m pip install --quiet -e '.[dev,spark,bench,zk]'
 	touch $(STAMP)
 
 java:
 	@scripts/ensure-java.sh
 
+zookeeper:
+	@scripts/ensure-zookeeper.sh
+
 demo: $(STAMP) java
 	$(PY) -m statechan demo
 
-test: $(STAMP) java
+test: $(STAMP) java zookeeper
 	$(PY) -m pytest -q
 	$(PY) -m mypy
 	$(PY) -m ruff check statechan tests properties conftest.py
