@@ -138,10 +138,6 @@ class Registry:
         """Whether the trace has registry records at all (the registry checks are skipped without)."""
         return bool(self._offsets)
 
-    @property
-    def brokers(self) -> frozenset[str]:
-        return frozenset(self._offsets)
-
     def registered_at(self, broker: str | None, offset: int) -> bool:
         """Whether ``broker`` is registered when the record at ``offset`` is written."""
         offsets = self._offsets.get(broker or "")
@@ -163,14 +159,6 @@ class Registry:
 
     def deadlines(self, timeout_ms: int) -> list[Deadline]:
         return sorted(Deadline(t + timeout_ms, b, t, o) for o, t, b in self.unregistrations)
-
-    def events(self) -> list[tuple[int, int, str, bool]]:
-        """The events, to rebuild the registry elsewhere (a Spark executor)."""
-        return [
-            (o, t, b, r)
-            for b in self._offsets
-            for o, t, r in zip(self._offsets[b], self._times[b], self._states[b], strict=True)
-        ]
 
 
 StepCheck = Callable[[Step, "Namespace"], list[Violation]]
