@@ -27,3 +27,19 @@ def test_a_split_handed_over_after_a_session_blip_leaves_two_owners_for_a_moment
     assert len(cluster.history) == len(actions)  # it is the last step that shows it
     cluster.drain()  # once the handed-over split is read, the overlap is gone
     assert violations_of(cluster) == []
+
+
+def test_a_departing_brokers_clean_up_overrides_a_transfer_in_flight_from_a_live_source() -> None:
+    config, actions, _ = load_run(DOCS / "counterexamples" / "finding-shutdown-override.json")
+    assert config.variant == VARIANTS["current"]
+    cluster = Cluster(config)
+    broken: list[str] = []
+    for action in actions:
+        cluster.step(action)
+        broken = [v.invariant for v in violations_of(cluster)]
+        if broken:
+            break
+    assert set(broken) == {"single-owner"}
+    assert len(cluster.history) == len(actions)
+    cluster.drain()  # once the source reads the override, it stops serving
+    assert [v.invariant for v in violations_of(cluster)] == []
