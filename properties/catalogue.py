@@ -672,7 +672,7 @@ def owner_registered(step: Step, ns: Namespace) -> list[Violation]:
     on="deadline",
 )
 def orphan_cleaned_records(deadline: Deadline, ns: Namespace) -> list[Violation]:
-    if ns.registry.registers_between(deadline.broker, deadline.time, deadline.due):
+    if ns.registry.registers_again(deadline.broker, deadline.offset, deadline.due):
         return []
     found = []
     for key in sorted(ns.active):

@@ -147,10 +147,15 @@ class Registry:
         i = bisect.bisect_left(offsets, offset)
         return states[i - 1] if i > 0 else not states[0]
 
-    def registers_between(self, broker: str, after: int, until: int) -> bool:
-        """Whether ``broker`` registers again at a time in ``(after, until]``."""
-        times, states = self._times.get(broker, []), self._states.get(broker, [])
-        i = bisect.bisect_right(times, after)
+    def registers_again(self, broker: str, after_offset: int, until: int) -> bool:
+        """Whether ``broker`` registers again after the event at ``after_offset``, by time ``until``
+        (the same millisecond counts: a session re-established at once)."""
+        offsets, times, states = (
+            self._offsets.get(broker, []),
+            self._times.get(broker, []),
+            self._states.get(broker, []),
+        )
+        i = bisect.bisect_right(offsets, after_offset)
         while i < len(times) and times[i] <= until:
             if states[i]:
                 return True

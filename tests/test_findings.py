@@ -43,3 +43,17 @@ def test_a_departing_brokers_clean_up_overrides_a_transfer_in_flight_from_a_live
     assert len(cluster.history) == len(actions)
     cluster.drain()  # once the source reads the override, it stops serving
     assert [v.invariant for v in violations_of(cluster)] == []
+
+
+def test_a_lookup_of_a_split_child_before_its_owned_record_assigns_it_elsewhere() -> None:
+    config, actions, _ = load_run(DOCS / "counterexamples" / "finding-split-child-lookup.json")
+    assert config.variant == VARIANTS["current"]
+    cluster = Cluster(config)
+    broken: list[str] = []
+    for action in actions:
+        cluster.step(action)
+        broken = [v.invariant for v in violations_of(cluster)]
+        if broken:
+            break
+    assert set(broken) == {"single-owner"}
+    assert len(cluster.history) == len(actions)

@@ -149,6 +149,14 @@ CASES: list[tuple[str, list[dict[str, Any]], dict[str, int]]] = [
         (400, B, v("Assigning", 1, B1)),
         (401, B, v("Owned", 2, B1)),
     ), {}),
+    ("owner unregistered and registered again in the same millisecond", trace(
+        (0, "registry", B0, "registered"),
+        *[(t + 1, k, val) for t, k, val in OWNED_A],
+        (10, "registry", B0, "unregistered"),
+        (10, "registry", B0, "registered"),
+        (400, B, v("Assigning", 1, B0)),
+        (401, B, v("Owned", 2, B0)),
+    ), {}),
     ("owner unregistered and came back before the timeout", trace(
         (0, "registry", B0, "registered"),
         *[(t + 1, k, val) for t, k, val in OWNED_A],
