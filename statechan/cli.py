@@ -672,7 +672,9 @@ def audit_command(
     invariant: Annotated[
         list[str] | None, typer.Option("--invariant", "-i", help="Check only these (repeatable).")
     ] = None,
-    partitions: Annotated[int | None, typer.Option(min=1, help="Spark partitions (default: the cores).")] = None,
+    partitions: Annotated[
+        int | None, typer.Option(min=1, help="Spark partitions (default: ~250,000 records each, 4 per core at least).")
+    ] = None,
 ) -> None:
     """Replay recorded channel records through the resolver and the record invariants; report
     every violation. Exit status: 0 none, 1 violations found, 2 bad usage or unreadable input."""
