@@ -1,6 +1,7 @@
-"""`statechan capture zk` against a real ZooKeeper server (skipped, with the reason, when the
-server cannot be installed or started): what it captures audits clean; a node that is not a
-value is kept as malformed; an unreachable server is one line and exit status 2."""
+"""Against a real ZooKeeper server (skipped, with the reason, when the server cannot be installed
+or started): `statechan capture zk` (what it captures audits clean; a node that is not a value is
+kept as malformed; an unreachable server is one line and exit status 2), and the persistent
+recursive watch that reports every change in order."""
 
 from __future__ import annotations
 
@@ -110,3 +111,46 @@ def test_an_unreachable_zookeeper_is_one_line_and_exit_2(tmp_path: Path) -> None
     assert result.exit_code == 2
     assert f"cannot reach ZooKeeper at {hosts}" in result.output
     assert not (tmp_path / "x.jsonl").exists()
+
+
+def test_a_recursive_watch_reports_every_change_below_its_path_in_order(client: Any, zk: str) -> None:
+    import threading
+
+    from kazoo.client import KazooClient
+
+    from statechan.stores.metadata import NodeEvent
+    from statechan.stores.zkwatch import add_recursive_watch
+
+    watcher = KazooClient(hosts=zk, timeout=10.0)
+    watcher.start(timeout=10.0)
+    seen: list[tuple[NodeEvent, str]] = []
+    marker = threading.Event()
+
+    def note(event: NodeEvent, path: str) -> None:
+        if path == "/service_unit_state/marker":
+            marker.set()
+        else:
+            seen.append((event, path))
+
+    try:
+        client.ensure_path("/service_unit_state")
+        add_recursive_watch(watcher, "/service_unit_state", note)
+        key = "/service_unit_state/tenant/ns/0x00000000_0xffffffff"
+        expected = [
+            (NodeEvent.Created, "/service_unit_state/tenant"),
+            (NodeEvent.Created, "/service_unit_state/tenant/ns"),
+        ]
+        client.create(key, b"1", makepath=True)
+        expected.append((NodeEvent.Created, key))
+        for version in range(2, 6):  # quick successive writes: a one-shot watch would miss some
+            client.set(key, str(version).encode())
+            expected.append((NodeEvent.Modified, key))
+        client.delete(key)
+        expected.append((NodeEvent.Deleted, key))
+        client.create("/elsewhere", b"")  # outside the watched path
+        client.create("/service_unit_state/marker", b"")
+        assert marker.wait(10), "the marker's event never came"
+        assert seen == expected
+    finally:
+        watcher.stop()
+        watcher.close()
