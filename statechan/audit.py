@@ -34,7 +34,7 @@ from statechan.keys import BadKeyError, Bundle
 from statechan.model import DEFAULT_MODEL
 from statechan.resolver import Reason
 from statechan.states import ServiceUnitState, StorageType
-from statechan.traces import PARQUET_COLUMNS, flat_row, is_parquet, open_text, parse_record, validation_reason
+from statechan.traces import PARQUET_COLUMNS, decode_line, flat_row, is_parquet, open_text, validation_reason
 from statechan.values import ServiceUnitStateData
 
 REPORT_FORMAT = 1
@@ -313,12 +313,9 @@ def parse_line(source: int, number: int, text: str) -> dict[str, Any] | None:
     stripped = text.strip()
     if not stripped:
         return None
-    try:
-        record = parse_record(json.loads(stripped))
-    except json.JSONDecodeError as exc:
-        return _malformed(source, number, f"not JSON: {exc.msg} at column {exc.colno}", stripped)
-    except pydantic.ValidationError as exc:
-        return _malformed(source, number, validation_reason(exc), stripped)
+    record = decode_line(stripped)
+    if isinstance(record, str):
+        return _malformed(source, number, record, stripped)
     row = flat_row(record)
     row.update(source=source, line=number, error=None, text=None)
     return row

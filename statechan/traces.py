@@ -89,6 +89,7 @@ TraceRecord = Annotated[
     ChannelRecord | RegistryRecord | LeaderRecord | ViewRecord, Field(discriminator="kind")
 ]
 _RECORD = pydantic.TypeAdapter(TraceRecord)
+AnyRecord = ChannelRecord | RegistryRecord | LeaderRecord | ViewRecord
 
 
 def json_schema() -> dict[str, Any]:
@@ -139,6 +140,16 @@ def open_text(path: str | Path) -> io.TextIOBase:
     return open(p, encoding="utf-8")
 
 
+def decode_line(text: str) -> AnyRecord | str:
+    """One stripped, non-blank JSON Lines line: its record, or why it is not one."""
+    try:
+        return parse_record(json.loads(text))
+    except json.JSONDecodeError as exc:
+        return f"not JSON: {exc.msg} at column {exc.colno}"
+    except pydantic.ValidationError as exc:
+        return validation_reason(exc)
+
+
 def read_trace(
     path: str | Path, stats: ReadStats | None = None
 ) -> Iterator[ChannelRecord | RegistryRecord | LeaderRecord | ViewRecord]:
@@ -150,13 +161,9 @@ def read_trace(
             text = line.strip()
             if not text:
                 continue
-            try:
-                record = parse_record(json.loads(text))
-            except json.JSONDecodeError as exc:
-                stats.bad.append(BadLine(source, number, f"not JSON: {exc.msg} at column {exc.colno}", text))
-                continue
-            except pydantic.ValidationError as exc:
-                stats.bad.append(BadLine(source, number, validation_reason(exc), text))
+            record = decode_line(text)
+            if isinstance(record, str):
+                stats.bad.append(BadLine(source, number, record, text))
                 continue
             stats.records += 1
             yield record
@@ -228,8 +235,6 @@ PARQUET_COLUMNS: tuple[tuple[str, str], ...] = (
     ("accepted", "bool (view)"),
 )
 """The flat Parquet schema: one row per record, the value's fields as nullable columns."""
-
-AnyRecord = ChannelRecord | RegistryRecord | LeaderRecord | ViewRecord
 
 
 def flat_row(record: AnyRecord) -> dict[str, Any]:
