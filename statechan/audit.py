@@ -34,7 +34,15 @@ from statechan.keys import BadKeyError, Bundle
 from statechan.model import DEFAULT_MODEL
 from statechan.resolver import Reason
 from statechan.states import ServiceUnitState, StorageType
-from statechan.traces import PARQUET_COLUMNS, decode_line, flat_row, is_parquet, open_text, validation_reason
+from statechan.traces import (
+    PARQUET_COLUMNS,
+    arrow_schema,
+    decode_line,
+    flat_row,
+    is_parquet,
+    open_text,
+    validation_reason,
+)
 from statechan.values import ServiceUnitStateData
 
 REPORT_FORMAT = 1
@@ -430,44 +438,17 @@ def default_partitions(spark: Any, channel_records: int) -> int:
 def _spark_frame(spark: Any, paths: Sequence[str]) -> Any:
     """Every input as one DataFrame: the flat Parquet schema plus source, line, error, text."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import (
-        ArrayType,
-        BooleanType,
-        LongType,
-        StringType,
-        StructField,
-        StructType,
-    )
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import LongType, StringType, StructField
 
-    longs = {"offset", "time", "timestamp", "version_id", "incarnation"}
-    bools = {"has_value", "force", "accepted"}
-
-    def spark_type(name: str) -> Any:
-        if name in longs:
-            return LongType()
-        if name in bools:
-            return BooleanType()
-        if name == "split_children":
-            return ArrayType(StructType([StructField("range", StringType()), StructField("broker", StringType())]))
-        return StringType()
-
-    schema = StructType(
-        [StructField(name, spark_type(name)) for name, _ in PARQUET_COLUMNS]
-        + [
-            StructField("source", LongType()),
-            StructField("line", LongType()),
-            StructField("error", StringType()),
-            StructField("text", StringType()),
-        ]
-    )
+    schema = from_arrow_schema(arrow_schema())  # the flat schema, declared once in statechan.traces
+    for name, kind in (("source", LongType()), ("line", LongType()), ("error", StringType()), ("text", StringType())):
+        schema = schema.add(StructField(name, kind))
     names = [f.name for f in schema.fields]
     frames = []
     for index, path in enumerate(paths):
         if is_parquet(path):
-            frame = spark.read.parquet(str(path))
-            missing = [n for n, _ in PARQUET_COLUMNS if n not in frame.columns]
-            if missing:
-                raise ValueError(f"{path}: not a statechan Parquet trace (no column {', '.join(missing)})")
+            frame = spark.read.parquet(str(path))  # its columns were checked by audit()
             frames.append(
                 frame.select(
                     *[F.col(n) for n, _ in PARQUET_COLUMNS],
