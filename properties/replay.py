@@ -32,6 +32,13 @@ from statechan.resolver import Reason, decide, rules_for
 from statechan.states import ServiceUnitState, StorageType
 from statechan.values import ServiceUnitStateData, ValueView, is_blank
 
+IN_FLIGHT_TIMEOUT_MS = 90_000
+"""Pulsar's 30 s in-flight wait plus its 60 s monitor period."""
+CLEANUP_TIMEOUT_MS = 300_000
+"""After a broker unregisters, until its bundles have moved."""
+TOMBSTONE_TIMEOUT_MS = 3_660_000
+"""Free or Deleted until the leader tombstones it: the 3,600 s delay plus a monitor period."""
+
 
 class ReplaySettings(BaseModel):
     """The thresholds of the time-based record invariants, and the resolver to replay through."""
@@ -39,9 +46,9 @@ class ReplaySettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     storage: StorageType = StorageType.SystemTopic
     model: str = DEFAULT_MODEL
-    in_flight_timeout_ms: int = Field(90_000, gt=0, description="Pulsar's 30 s in-flight wait + 60 s monitor period")
-    cleanup_timeout_ms: int = Field(300_000, gt=0, description="after a broker unregisters, until its bundles move")
-    tombstone_timeout_ms: int = Field(3_660_000, gt=0, description="Free/Deleted until the leader tombstones it")
+    in_flight_timeout_ms: int = Field(IN_FLIGHT_TIMEOUT_MS, gt=0)
+    cleanup_timeout_ms: int = Field(CLEANUP_TIMEOUT_MS, gt=0)
+    tombstone_timeout_ms: int = Field(TOMBSTONE_TIMEOUT_MS, gt=0)
 
 
 class Value(NamedTuple):

@@ -29,7 +29,16 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
 from properties.catalogue import CATALOGUE, record_checks, record_ids
-from properties.replay import NamespaceReplay, Registry, ReplaySettings, TraceReplay, Value
+from properties.replay import (
+    CLEANUP_TIMEOUT_MS,
+    IN_FLIGHT_TIMEOUT_MS,
+    TOMBSTONE_TIMEOUT_MS,
+    NamespaceReplay,
+    Registry,
+    ReplaySettings,
+    TraceReplay,
+    Value,
+)
 from statechan.keys import BadKeyError, Bundle
 from statechan.model import DEFAULT_MODEL
 from statechan.resolver import Reason
@@ -46,6 +55,8 @@ from statechan.traces import (
 from statechan.values import ServiceUnitStateData
 
 REPORT_FORMAT = 1
+EXAMPLES = 5
+"""Examples kept per invariant, by default."""
 
 
 # -- settings and report ------------------------------------------------------------------------------
@@ -55,10 +66,10 @@ class AuditSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     storage: StorageType = StorageType.SystemTopic
     model: str = DEFAULT_MODEL
-    in_flight_timeout_s: float = Field(90.0, gt=0)
-    cleanup_timeout_s: float = Field(300.0, gt=0)
-    tombstone_timeout_s: float = Field(3660.0, gt=0)
-    examples: int = Field(5, ge=0, description="examples kept per invariant (the smallest offsets)")
+    in_flight_timeout_s: float = Field(IN_FLIGHT_TIMEOUT_MS / 1000, gt=0)
+    cleanup_timeout_s: float = Field(CLEANUP_TIMEOUT_MS / 1000, gt=0)
+    tombstone_timeout_s: float = Field(TOMBSTONE_TIMEOUT_MS / 1000, gt=0)
+    examples: int = Field(EXAMPLES, ge=0, description="examples kept per invariant (the smallest offsets)")
     invariants: tuple[str, ...] | None = Field(None, description="record invariants to check (default: all)")
 
     def replay(self) -> ReplaySettings:
@@ -140,7 +151,7 @@ def report_schema() -> dict[str, Any]:
 class Partial:
     """What one slice of the records showed; partials merge into the report."""
 
-    examples_kept: int = 5
+    examples_kept: int = EXAMPLES
     reasons: Counter[str] = field(default_factory=Counter)
     violations: Counter[str] = field(default_factory=Counter)
     examples: dict[str, list[tuple[int, str, str]]] = field(default_factory=dict)

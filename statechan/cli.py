@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from properties.replay import CLEANUP_TIMEOUT_MS, IN_FLIGHT_TIMEOUT_MS, TOMBSTONE_TIMEOUT_MS
 from statechan.docs import stale_docs, write_docs
 from statechan.graph import check_graph, dot, mermaid
 from statechan.model import DEFAULT_MODEL, ModelError, ProtocolModel, builtin_model_names, load_model
@@ -665,9 +666,15 @@ def audit_command(
         Storage, typer.Option("--storage", "-s", help="The resolver's storage: a topic or a store dump.")
     ] = Storage.system_topic,
     model: ModelOption = DEFAULT_MODEL,
-    in_flight_timeout: Annotated[float, typer.Option(min=0.001, help="Seconds (stuck-in-flight).")] = 90.0,
-    cleanup_timeout: Annotated[float, typer.Option(min=0.001, help="Seconds (orphan-cleaned).")] = 300.0,
-    tombstone_timeout: Annotated[float, typer.Option(min=0.001, help="Seconds (lingering-semi-terminal).")] = 3660.0,
+    in_flight_timeout: Annotated[
+        float, typer.Option(min=0.001, help="Seconds (stuck-in-flight).")
+    ] = IN_FLIGHT_TIMEOUT_MS / 1000,
+    cleanup_timeout: Annotated[
+        float, typer.Option(min=0.001, help="Seconds (orphan-cleaned).")
+    ] = CLEANUP_TIMEOUT_MS / 1000,
+    tombstone_timeout: Annotated[
+        float, typer.Option(min=0.001, help="Seconds (lingering-semi-terminal).")
+    ] = TOMBSTONE_TIMEOUT_MS / 1000,
     examples: Annotated[int, typer.Option(min=0, help="Examples kept per invariant.")] = 5,
     invariant: Annotated[
         list[str] | None, typer.Option("--invariant", "-i", help="Check only these (repeatable).")
