@@ -357,7 +357,6 @@ class TraceReplay:
         self.reasons: Counter[Reason] = Counter()
         self.namespaces: dict[str, NamespaceReplay] = {}
         self.namespaces_seen = 0
-        self.end_time = 0
 
     def namespace_of(self, key: str) -> tuple[NamespaceReplay, Bundle]:
         """The replay of the key's namespace (begun if new) and the key's bundle."""
@@ -371,14 +370,12 @@ class TraceReplay:
 
     def offer(self, key: str, offset: int, time: int, value: ValueView | None) -> list[Violation]:
         replay, bundle = self.namespace_of(key)
-        if time > self.end_time:
-            self.end_time = time
         return replay.offer(key, offset, time, value, bundle)
 
-    def finish(self, end_time: int | None = None) -> list[Violation]:
-        """Finish every namespace still open, at ``end_time`` (default: the latest time offered)."""
-        end = self.end_time if end_time is None else end_time
+    def finish(self, end_time: int) -> list[Violation]:
+        """Finish every namespace still open: the trace ended at ``end_time`` (its last record's
+        time, whatever its kind)."""
         found: list[Violation] = []
         for name in sorted(self.namespaces):
-            found.extend(self.namespaces[name].finish(end))
+            found.extend(self.namespaces[name].finish(end_time))
         return found
