@@ -82,12 +82,12 @@ class AuditSettings(BaseModel):
         )
 
     def ids(self) -> list[str]:
-        if self.invariants is None:
-            return [inv.id for inv in CATALOGUE.values() if inv.has_record_form]
-        unknown = [i for i in self.invariants if i not in CATALOGUE or not CATALOGUE[i].has_record_form]
-        if unknown:
-            known = ", ".join(inv.id for inv in CATALOGUE.values() if inv.has_record_form)
-            raise ValueError(f"not a record invariant: {', '.join(unknown)} (known: {known})")
+        """The record invariants to check (the catalogue's defaults unless named)."""
+        if self.invariants is not None:
+            known = record_ids(CATALOGUE)
+            unknown = [i for i in self.invariants if i not in known]
+            if unknown:
+                raise ValueError(f"not a record invariant: {', '.join(unknown)} (known: {', '.join(known)})")
         return record_ids(self.invariants)
 
 
