@@ -147,6 +147,16 @@ def report_schema() -> dict[str, Any]:
 
 
 # -- one partition's work -----------------------------------------------------------------------------
+def _heap_order(offset: int | None) -> int:
+    """An example's place in the keep-heap: the root is the largest offset kept, so the smallest
+    offsets stay (an example without an offset sorts first)."""
+    return -(offset if offset is not None else -1)
+
+
+def _offset_of(order: int) -> int | None:
+    return None if order == 1 else -order
+
+
 @dataclass
 class Partial:
     """What one slice of the records showed; partials merge into the report."""
@@ -167,7 +177,7 @@ class Partial:
         if self.examples_kept == 0:
             return
         kept = self.examples.setdefault(invariant, [])
-        item = (-(offset if offset is not None else -1), key or "", detail)
+        item = (_heap_order(offset), key or "", detail)
         if len(kept) < self.examples_kept:
             heapq.heappush(kept, item)
         elif item > kept[0]:
@@ -181,8 +191,8 @@ class Partial:
         self.malformed.extend(other.malformed)
         for invariant, count in other.violations.items():
             self.violations[invariant] += count - len(other.examples.get(invariant, ()))
-            for neg, key, detail in other.examples.get(invariant, ()):
-                self.violation(invariant, key, -neg if neg != 1 else None, detail)
+            for order, key, detail in other.examples.get(invariant, ()):
+                self.violation(invariant, key, _offset_of(order), detail)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -608,7 +618,7 @@ def build_report(
         kept = sorted(partial.examples.get(invariant, []), key=lambda e: (-e[0], e[1]))
         violations[invariant] = ViolationSummary(
             count=partial.violations.get(invariant, 0),
-            examples=[Example(key=k or None, offset=-neg if neg != 1 else None, detail=d) for neg, k, d in kept],
+            examples=[Example(key=k or None, offset=_offset_of(order), detail=d) for order, k, d in kept],
         )
     skipped = []
     registry_checks = [i for i in ("owner-registered", "orphan-cleaned") if i in ids]
