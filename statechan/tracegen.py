@@ -78,6 +78,26 @@ class GenRecord(NamedTuple):
     broker: str | None = None
     event: str | None = None
 
+    def flat_row(self) -> dict[str, Any]:
+        """The record as a row of the flat Parquet schema (only the columns it fills)."""
+        row: dict[str, Any] = {"kind": self.kind, "offset": self.offset, "time": self.time}
+        if self.kind != "channel":
+            row.update(broker=self.broker, event=self.event)
+            return row
+        value = self.value
+        row.update(key=self.key, has_value=value is not None)
+        if value is not None:
+            row.update(
+                state=value.state.value,
+                dst_broker=value.dst_broker,
+                source_broker=value.source_broker,
+                force=value.force,
+                timestamp=value.timestamp,
+                version_id=value.version_id,
+                split_children=None if value.split is None else [{"range": c, "broker": None} for c in value.split],
+            )
+        return row
+
     def to_json(self) -> dict[str, Any]:
         if self.kind == "channel":
             value = None if self.value is None else self.value.to_json()
@@ -506,11 +526,11 @@ def generate(records: int, seed: int = 0, **options: Any) -> tuple[Iterator[GenR
 
 def write_generated(path: str | Path, records: int, seed: int = 0, **options: Any) -> GenStats:
     """Generate a trace to ``path``: Parquet (flat schema) for ``.parquet``, else JSON Lines (``.gz``: gzip)."""
-    from statechan.traces import is_parquet
+    from statechan.traces import is_parquet, write_flat_rows
 
     trace, stats = generate(records, seed, **options)
     if is_parquet(path):
-        _write_parquet(trace, Path(path))
+        write_flat_rows((record.flat_row() for record in trace), path, compression="zstd")
     else:
         import gzip
         import json
@@ -520,51 +540,3 @@ def write_generated(path: str | Path, records: int, seed: int = 0, **options: An
             for record in trace:
                 out.write(json.dumps(record.to_json(), separators=(",", ":")) + "\n")
     return stats
-
-
-def _write_parquet(trace: Iterator[GenRecord], path: Path, batch_rows: int = 500_000) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from statechan.traces import PARQUET_COLUMNS, arrow_schema
-
-    schema = arrow_schema()
-    names = [name for name, _ in PARQUET_COLUMNS]
-
-    def flush(columns: dict[str, list[Any]], writer: Any) -> None:
-        writer.write_table(pa.Table.from_pydict(columns, schema=schema))
-
-    with pq.ParquetWriter(str(path), schema, compression="zstd") as writer:
-        columns: dict[str, list[Any]] = {name: [] for name in names}
-        rows = 0
-        for r in trace:
-            v = r.value
-            channel = r.kind == "channel"
-            columns["kind"].append(r.kind)
-            columns["offset"].append(r.offset)
-            columns["time"].append(r.time)
-            columns["key"].append(r.key)
-            columns["has_value"].append(v is not None if channel else None)
-            columns["state"].append(None if v is None else v.state.value)
-            columns["dst_broker"].append(None if v is None else v.dst_broker)
-            columns["source_broker"].append(None if v is None else v.source_broker)
-            columns["force"].append(None if v is None else v.force)
-            columns["timestamp"].append(None if v is None else v.timestamp)
-            columns["version_id"].append(None if v is None else v.version_id)
-            columns["split_children"].append(
-                None if v is None or v.split is None else [{"range": c, "broker": None} for c in v.split]
-            )
-            columns["message_id"].append(None)
-            columns["producer"].append(None)
-            columns["broker"].append(r.broker)
-            columns["event"].append(r.event)
-            columns["observer"].append(None)
-            columns["incarnation"].append(None)
-            columns["accepted"].append(None)
-            rows += 1
-            if rows >= batch_rows:
-                flush(columns, writer)
-                columns = {name: [] for name in names}
-                rows = 0
-        if rows:
-            flush(columns, writer)

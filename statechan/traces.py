@@ -321,25 +321,33 @@ def arrow_schema() -> Any:
     return pa.schema([(name, types.get(name, pa.string())) for name, _ in PARQUET_COLUMNS])
 
 
-def write_parquet(records: Iterable[AnyRecord], path: str | Path, batch_rows: int = 100_000) -> int:
-    """Write records to a Parquet file with the flat schema (needs the ``spark`` extra's pyarrow)."""
+def write_flat_rows(
+    rows: Iterable[Mapping[str, Any]], path: str | Path, batch_rows: int = 100_000, compression: str = "snappy"
+) -> int:
+    """Write rows of the flat schema (a missing column is null) to a Parquet file; returns how
+    many. Needs the ``spark`` extra's pyarrow."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     schema = arrow_schema()
     count = 0
-    with pq.ParquetWriter(str(path), schema) as writer:
-        rows: list[dict[str, Any]] = []
-        for record in records:
-            rows.append(flat_row(record))
-            if len(rows) >= batch_rows:
-                writer.write_table(pa.Table.from_pylist(rows, schema=schema))
-                count += len(rows)
-                rows = []
-        if rows or count == 0:
-            writer.write_table(pa.Table.from_pylist(rows, schema=schema))
-            count += len(rows)
+    with pq.ParquetWriter(str(path), schema, compression=compression) as writer:
+        batch: list[Mapping[str, Any]] = []
+        for row in rows:
+            batch.append(row)
+            if len(batch) >= batch_rows:
+                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                count += len(batch)
+                batch = []
+        if batch or count == 0:
+            writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+            count += len(batch)
     return count
+
+
+def write_parquet(records: Iterable[AnyRecord], path: str | Path, batch_rows: int = 100_000) -> int:
+    """Write records to a Parquet file with the flat schema (needs the ``spark`` extra's pyarrow)."""
+    return write_flat_rows((flat_row(record) for record in records), path, batch_rows)
 
 
 def read_parquet(path: str | Path) -> Iterator[AnyRecord]:
