@@ -23,6 +23,7 @@ from statechan.states import ServiceUnitState, StorageType
 from statechan.values import ServiceUnitStateData, brief
 
 if TYPE_CHECKING:
+    from statechan.audit import AuditReport
     from statechan.cluster import Cluster
 
 app = typer.Typer(
@@ -738,10 +739,7 @@ def audit_command(
         raise typer.Exit(1)
 
 
-def _print_audit(result: object) -> None:
-    from statechan.audit import AuditReport
-
-    assert isinstance(result, AuditReport)
+def _print_audit(result: AuditReport) -> None:
     rejected = sum(result.rejected.values())
     console.print(
         f"{result.records:,} records ({result.channel_records:,} channel, {result.bundles:,} bundles, "
