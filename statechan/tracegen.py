@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 from statechan.keys import Bundle, namespace_bundles
 from statechan.states import ServiceUnitState
+from statechan.traces import value_columns
 from statechan.values import VERSION_ID_INIT
 
 S = ServiceUnitState
@@ -87,14 +88,17 @@ class GenRecord(NamedTuple):
         value = self.value
         row.update(key=self.key, has_value=value is not None)
         if value is not None:
+            split = None if value.split is None else [(child, None) for child in value.split]
             row.update(
-                state=value.state.value,
-                dst_broker=value.dst_broker,
-                source_broker=value.source_broker,
-                force=value.force,
-                timestamp=value.timestamp,
-                version_id=value.version_id,
-                split_children=None if value.split is None else [{"range": c, "broker": None} for c in value.split],
+                value_columns(
+                    value.state,
+                    value.dst_broker,
+                    value.source_broker,
+                    value.force,
+                    value.timestamp,
+                    value.version_id,
+                    split,
+                )
             )
         return row
 

@@ -21,6 +21,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
 from statechan.keys import BadKeyError, parse_key
+from statechan.states import ServiceUnitState
 from statechan.values import ServiceUnitStateData
 
 TRACE_FORMAT_VERSION = 1
@@ -237,6 +238,27 @@ PARQUET_COLUMNS: tuple[tuple[str, str], ...] = (
 """The flat Parquet schema: one row per record, the value's fields as nullable columns."""
 
 
+def value_columns(
+    state: ServiceUnitState,
+    dst_broker: str | None,
+    source_broker: str | None,
+    force: bool,
+    timestamp: int,
+    version_id: int,
+    split: Iterable[tuple[str, str | None]] | None,
+) -> dict[str, Any]:
+    """A value's columns in the flat schema (``split``: the split map's (range, broker) pairs)."""
+    return {
+        "state": state.value,
+        "dst_broker": dst_broker,
+        "source_broker": source_broker,
+        "force": force,
+        "timestamp": timestamp,
+        "version_id": version_id,
+        "split_children": None if split is None else [{"range": r, "broker": b} for r, b in split],
+    }
+
+
 def flat_row(record: AnyRecord) -> dict[str, Any]:
     """A record as a row of the flat schema (:data:`PARQUET_COLUMNS`)."""
     row: dict[str, Any] = dict.fromkeys(name for name, _ in PARQUET_COLUMNS)
@@ -247,15 +269,15 @@ def flat_row(record: AnyRecord) -> dict[str, Any]:
         row["has_value"] = value is not None
         if value is not None:
             row.update(
-                state=value.state.value,
-                dst_broker=value.dst_broker,
-                source_broker=value.source_broker,
-                force=value.force,
-                timestamp=value.timestamp,
-                version_id=value.version_id,
-                split_children=None
-                if value.split_service_unit_to_dest_broker is None
-                else [{"range": r, "broker": b} for r, b in value.split_service_unit_to_dest_broker],
+                value_columns(
+                    value.state,
+                    value.dst_broker,
+                    value.source_broker,
+                    value.force,
+                    value.timestamp,
+                    value.version_id,
+                    value.split_service_unit_to_dest_broker,
+                )
             )
     if isinstance(record, ChannelRecord):
         row.update(time=record.publish_time, message_id=record.message_id, producer=record.producer)
