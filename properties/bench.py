@@ -302,9 +302,7 @@ class SystemTopicBench(ChannelMachine):
 class MetadataStoreBench(ChannelMachine):
     """Three brokers on the metadata-store table view, one bundle."""
 
-    config = SimConfig(
-        brokers=3, bundles_per_namespace=1, store=StoreKind.metadata_store, timely_delivery_ms=TIMELY_MS
-    )
+    config = SimConfig(brokers=3, bundles_per_namespace=1, store=StoreKind.metadata_store, timely_delivery_ms=TIMELY_MS)
 
 
 class SyncerBench(ChannelMachine):

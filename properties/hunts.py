@@ -50,19 +50,38 @@ class Hunt:
 
 
 HUNTS: tuple[Hunt, ...] = (
-    Hunt("20110", "lagging reader refuses a version jump after compaction", SystemTopicBench,
-         ("compaction-equivalence", "views-converge")),
-    Hunt("19546", "reader starting from a compacted topic refuses a mid-flow first record", SystemTopicBench,
-         ("compaction-equivalence", "views-converge")),
-    Hunt("25379", "restarted broker ignores an Assigning addressed to it", SystemTopicBench,
-         ("in-flight-acted-on",)),
-    Hunt("26520", "clean-up races an assignment to a disabled broker", SystemTopicBench,
-         ("departure-complete", "orphan-cleaned", "lookup-answers-live-owner")),
+    Hunt(
+        "20110",
+        "lagging reader refuses a version jump after compaction",
+        SystemTopicBench,
+        ("compaction-equivalence", "views-converge"),
+    ),
+    Hunt(
+        "19546",
+        "reader starting from a compacted topic refuses a mid-flow first record",
+        SystemTopicBench,
+        ("compaction-equivalence", "views-converge"),
+    ),
+    Hunt("25379", "restarted broker ignores an Assigning addressed to it", SystemTopicBench, ("in-flight-acted-on",)),
+    Hunt(
+        "26520",
+        "clean-up races an assignment to a disabled broker",
+        SystemTopicBench,
+        ("departure-complete", "orphan-cleaned", "lookup-answers-live-owner"),
+    ),
     Hunt("25946", "syncer loses deletions", SyncerBench, ("syncer-equivalence",)),
-    Hunt("24186", "metadata-store retry writes two values at one version", MetadataStoreBench,
-         ("one-value-per-version", "version-monotonic")),
-    Hunt("24478", "broker without a session answers lookups from a stale view", SystemTopicBench,
-         ("lookup-answers-live-owner", "single-owner")),
+    Hunt(
+        "24186",
+        "metadata-store retry writes two values at one version",
+        MetadataStoreBench,
+        ("one-value-per-version", "version-monotonic"),
+    ),
+    Hunt(
+        "24478",
+        "broker without a session answers lookups from a stale view",
+        SystemTopicBench,
+        ("lookup-answers-live-owner", "single-owner"),
+    ),
 )
 
 

@@ -8,18 +8,27 @@ events, then one channel record per bundle node in the order of the zxid that la
 deletions: a deleted node is simply absent. A node whose data is not a valid value is counted as
 malformed, kept with its path and error, and the capture goes on.
 
+Following (``follow``) goes on after the snapshot: ZooKeeper's persistent recursive watch reports
+every change, and each becomes a record — a new value (read when the event is handled, so a
+value that a quicker later write replaced is not seen, but every key's latest value is), a
+tombstone for a deleted bundle node, a registry event for a broker node. The watch is set before
+the snapshot is read, so nothing falls between the two.
+
 Needs the ``zk`` extra (kazoo).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import queue
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pydantic
 
 from statechan.keys import BadKeyError, parse_key
+from statechan.stores.metadata import NodeEvent
 from statechan.traces import AnyRecord, ChannelRecord, RegistryRecord, record_from_message, validation_reason
 
 PATH_PREFIX = "/service_unit_state"
@@ -46,6 +55,30 @@ class Capture:
 
     records: list[AnyRecord] = field(default_factory=list)
     bad: list[BadNode] = field(default_factory=list)
+    values_at: dict[str, int] = field(default_factory=dict)
+    """Each bundle node with a value recorded, and the zxid that wrote it (for following)."""
+    registered: set[str] = field(default_factory=set)
+
+    def add_node(self, path: str, data: bytes, mzxid: int, mtime: int) -> None:
+        """A bundle node's value as the next channel record (or as a bad node)."""
+        key = path[len(PATH_PREFIX) + 1 :]
+        try:
+            parse_key(key)
+            record: ChannelRecord = record_from_message(key, data, f"zxid:{mzxid}", mtime, len(self.records))
+        except BadKeyError as exc:
+            self.bad.append(BadNode(path, str(exc), data.decode("utf-8", "replace")))
+            return
+        except pydantic.ValidationError as exc:
+            self.bad.append(BadNode(path, validation_reason(exc), data.decode("utf-8", "replace")))
+            return
+        self.records.append(record)
+        self.values_at[path] = mzxid
+
+    def add_registry(self, broker: str, event: str, time_ms: int) -> None:
+        if (event == "registered") == (broker in self.registered):
+            return  # already known
+        (self.registered.add if event == "registered" else self.registered.discard)(broker)
+        self.records.append(RegistryRecord(offset=len(self.records), time=time_ms, broker=broker, event=event))
 
 
 def _leaves(client: Any, path: str) -> Iterator[tuple[str, bytes, Any]]:
@@ -77,32 +110,83 @@ def snapshot(client: Any) -> Capture:
     except NoNodeError:
         brokers = []
     for broker in brokers:
-        _, stat = client.get(f"{REGISTRY}/{broker}")
-        out.records.append(
-            RegistryRecord(offset=len(out.records), time=stat.mtime, broker=broker, event="registered")
-        )
+        try:
+            _, stat = client.get(f"{REGISTRY}/{broker}")
+        except NoNodeError:
+            continue
+        out.add_registry(broker, "registered", stat.mtime)
     nodes = sorted(_leaves(client, PATH_PREFIX), key=lambda node: (node[2].mzxid, node[0]))
     for path, data, stat in nodes:
-        if path == PATH_PREFIX:
-            continue  # the root itself, empty
-        key = path[len(PATH_PREFIX) + 1 :]
-        try:
-            parse_key(key)
-            record: ChannelRecord = record_from_message(
-                key, data, f"zxid:{stat.mzxid}", stat.mtime, len(out.records)
-            )
-        except BadKeyError as exc:
-            out.bad.append(BadNode(path, str(exc), data.decode("utf-8", "replace")))
-            continue
-        except pydantic.ValidationError as exc:
-            out.bad.append(BadNode(path, validation_reason(exc), data.decode("utf-8", "replace")))
-            continue
-        out.records.append(record)
+        if path != PATH_PREFIX:  # the root itself, empty
+            out.add_node(path, bytes(data), stat.mzxid, stat.mtime)
     return out
 
 
-def capture_zk(hosts: str, timeout_s: float = 10.0) -> Capture:
-    """Connect to ZooKeeper at ``hosts`` (``host:port[,host:port]``), take a snapshot, disconnect."""
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _is_key(path: str) -> bool:
+    try:
+        parse_key(path[len(PATH_PREFIX) + 1 :])
+    except BadKeyError:
+        return False
+    return True
+
+
+def follow(
+    client: Any,
+    changes: queue.Queue[tuple[NodeEvent, str]],
+    out: Capture,
+    stop: Callable[[], bool],
+    on_record: Callable[[AnyRecord], None] | None = None,
+    poll_s: float = 0.1,
+) -> None:
+    """Turn the watch's ``changes`` into records on ``out`` until ``stop()`` says so."""
+    from kazoo.exceptions import NoNodeError
+
+    while not stop():
+        try:
+            event, path = changes.get(timeout=poll_s)
+        except queue.Empty:
+            continue
+        before = len(out.records)
+        if path.startswith(REGISTRY + "/") and "/" not in path[len(REGISTRY) + 1 :]:
+            broker = path[len(REGISTRY) + 1 :]
+            if event is NodeEvent.Created:
+                out.add_registry(broker, "registered", _now_ms())
+            elif event is NodeEvent.Deleted:
+                out.add_registry(broker, "unregistered", _now_ms())
+        elif path.startswith(PATH_PREFIX + "/"):
+            if event is NodeEvent.Deleted:
+                if out.values_at.pop(path, None) is not None:
+                    key = path[len(PATH_PREFIX) + 1 :]
+                    zxid = int(client.last_zxid or 0)
+                    out.records.append(record_from_message(key, None, f"zxid:{zxid}", _now_ms(), len(out.records)))
+            else:
+                try:
+                    data, stat = client.get(path)
+                except NoNodeError:
+                    continue  # deleted since; its Deleted event follows
+                if stat.numChildren or (not data and not _is_key(path)):
+                    continue  # a parent, not a bundle node
+                if stat.mzxid > out.values_at.get(path, 0):
+                    out.add_node(path, bytes(data), stat.mzxid, stat.mtime)
+        if on_record is not None:
+            for record in out.records[before:]:
+                on_record(record)
+
+
+def capture_zk(
+    hosts: str,
+    timeout_s: float = 10.0,
+    follow_s: float = 0.0,
+    stop: Callable[[], bool] | None = None,
+    on_record: Callable[[AnyRecord], None] | None = None,
+) -> Capture:
+    """Connect to ZooKeeper at ``hosts`` (``host:port[,host:port][/root]``), take a snapshot, then
+    follow changes for ``follow_s`` seconds (or until ``stop()``, when given), disconnect.
+    ``on_record`` sees every record of a following capture as it is made, the snapshot's first."""
     from kazoo.client import KazooClient
     from kazoo.handlers.threading import KazooTimeoutError
 
@@ -113,7 +197,19 @@ def capture_zk(hosts: str, timeout_s: float = 10.0) -> Capture:
         client.close()
         raise CaptureError(f"cannot reach ZooKeeper at {hosts} (no answer within {timeout_s:g} s)") from None
     try:
-        return snapshot(client)
+        if follow_s <= 0 and stop is None:
+            return snapshot(client)
+        from statechan.stores.zkwatch import add_recursive_watch
+
+        changes: queue.Queue[tuple[NodeEvent, str]] = queue.Queue()
+        add_recursive_watch(client, "/", lambda event, path: changes.put((event, path)))
+        out = snapshot(client)
+        if on_record is not None:
+            for record in out.records:
+                on_record(record)
+        deadline = time.monotonic() + follow_s
+        follow(client, changes, out, stop if stop is not None else lambda: time.monotonic() >= deadline, on_record)
+        return out
     finally:
         client.stop()
         client.close()

@@ -15,11 +15,13 @@ from rich.console import Console
 from rich.table import Table
 
 from properties.replay import CLEANUP_TIMEOUT_MS, IN_FLIGHT_TIMEOUT_MS, TOMBSTONE_TIMEOUT_MS
+from statechan.clock import Clock
 from statechan.docs import stale_docs, write_docs
 from statechan.graph import check_graph, dot, mermaid
 from statechan.model import DEFAULT_MODEL, ModelError, ProtocolModel, builtin_model_names, load_model
 from statechan.resolver import Verdict, resolve
 from statechan.states import ServiceUnitState, StorageType
+from statechan.stores.metadata import Store, StoreError
 from statechan.values import ServiceUnitStateData, brief
 
 if TYPE_CHECKING:
@@ -365,6 +367,14 @@ def _history_checker(cluster: Cluster) -> list[str]:
     return [str(v) for v in found]
 
 
+def _zookeeper_store(address: str) -> Callable[[Clock], Store]:
+    """``HOST:PORT[,HOST:PORT][/ROOT]`` -> a factory of :class:`ZooKeeperStore` on it."""
+    from statechan.stores.zookeeper import ZooKeeperStore
+
+    hosts, slash, root = address.partition("/")
+    return lambda clock: ZooKeeperStore(hosts, clock, root=("/" + root) if slash else None)
+
+
 @app.command("simulate")
 def simulate_command(
     brokers: Annotated[int, typer.Option(min=1, max=64, help="Brokers in the cluster.")] = 5,
@@ -388,6 +398,13 @@ def simulate_command(
     check_every: Annotated[int, typer.Option(min=1, help="Check every N steps (1 = every step).")] = 1,
     trace: Annotated[Path | None, typer.Option(help="Write the trace (JSON Lines) here.")] = None,
     save_run: Annotated[Path | None, typer.Option(help="Save the run (config + actions) for replay.")] = None,
+    zookeeper: Annotated[
+        str | None,
+        typer.Option(
+            help="Run the metadata store on this real ZooKeeper (HOST:PORT[/ROOT]; needs the zk extra); "
+            "the run's nodes go under ROOT, or a fresh /statechan-… path that is printed."
+        ),
+    ] = None,
 ) -> None:
     """Run a seeded cluster simulation and print what happened."""
     from statechan.cluster.config import VARIANTS, SimConfig, StoreKind
@@ -423,7 +440,17 @@ def simulate_command(
         f"{store.value}, variant {variant}, seed {seed} …",
         highlight=False,
     )
-    simulation = Simulation(config, workload)
+    make_store = None if zookeeper is None else _zookeeper_store(zookeeper)
+    try:
+        simulation = Simulation(config, workload, make_store)
+    except StoreError as exc:
+        err.print(f"[red]error:[/red] --zookeeper: {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    except ModuleNotFoundError as exc:
+        err.print(f"[red]error:[/red] --zookeeper needs the zk extra (pip install 'statechan[zk]'): {exc}")
+        raise typer.Exit(2) from None
+    if zookeeper is not None:
+        console.print(f"metadata store: ZooKeeper, nodes under {simulation.cluster.store}", highlight=False)
     summary = simulation.run(int(hours * 3_600_000), check=checker, check_every=every)
     for line in summary.lines():
         console.print(line, highlight=False, markup=False)
@@ -440,6 +467,7 @@ def simulate_command(
     if trace is not None:
         count = write_records(simulation.cluster.trace, trace)
         console.print(f"trace: {count:,} records written to {trace}")
+    simulation.cluster.store.close()
     if save_run is not None:
         write_run(save_run, config, simulation.cluster.history, note=f"statechan simulate --seed {seed}")
         console.print(f"run saved to {save_run} ({len(simulation.cluster.history):,} actions)")
@@ -608,14 +636,20 @@ app.add_typer(capture_app, name="capture")
 
 @capture_app.command("zk")
 def capture_zk_command(
-    hosts: Annotated[str, typer.Option(help="ZooKeeper connect string, host:port[,host:port].")],
+    hosts: Annotated[
+        str, typer.Option(help="ZooKeeper connect string, host:port[,host:port][/root] (root: a chroot).")
+    ],
     out: Annotated[Path, typer.Option(help="Where to write the trace: .jsonl or .jsonl.gz.")],
     timeout: Annotated[float, typer.Option(min=0.1, help="Seconds to wait for the connection.")] = 10.0,
+    follow: Annotated[
+        float, typer.Option(min=0.0, help="After the snapshot, record every change for this many seconds.")
+    ] = 0.0,
 ) -> None:
     """Snapshot /service_unit_state/** and the broker registry of a live ZooKeeper into a trace
     for statechan audit (a snapshot holds each bundle's last write only, like a compacted topic,
-    so audit it with the default system-topic rules). Malformed nodes are kept in
-    OUT.quarantine.jsonl, not fatal."""
+    so audit it with the default system-topic rules); with --follow, go on recording changes
+    (new values, deletions as tombstones, brokers registering and leaving). Malformed nodes are
+    kept in OUT.quarantine.jsonl, not fatal."""
     from statechan.capture import CaptureError, capture_zk
     from statechan.traces import write_records
 
@@ -623,7 +657,9 @@ def capture_zk_command(
         err.print(f"[red]error:[/red] --out {out}: expected a .jsonl or .jsonl.gz name", soft_wrap=True)
         raise typer.Exit(2)
     try:
-        captured = capture_zk(hosts, timeout)
+        if follow > 0:
+            console.print(f"taking a snapshot, then following changes for {follow:g} s …", highlight=False)
+        captured = capture_zk(hosts, timeout, follow_s=follow)
     except CaptureError as exc:
         err.print("[red]error:[/red] ", end="")
         err.print(str(exc), markup=False, highlight=False, soft_wrap=True)
@@ -631,7 +667,7 @@ def capture_zk_command(
     written = write_records(captured.records, out)
     channel = sum(1 for r in captured.records if r.kind == "channel")
     console.print(
-        f"{written:,} records ({channel:,} bundles, {written - channel:,} registered brokers) written to {out}",
+        f"{written:,} records ({channel:,} channel, {written - channel:,} registry) written to {out}",
         highlight=False,
     )
     if captured.bad:
@@ -670,9 +706,8 @@ def audit_command(
     in_flight_timeout: Annotated[
         float, typer.Option(min=0.001, help="Seconds (stuck-in-flight).")
     ] = IN_FLIGHT_TIMEOUT_MS / 1000,
-    cleanup_timeout: Annotated[
-        float, typer.Option(min=0.001, help="Seconds (orphan-cleaned).")
-    ] = CLEANUP_TIMEOUT_MS / 1000,
+    cleanup_timeout: Annotated[float, typer.Option(min=0.001, help="Seconds (orphan-cleaned).")] = CLEANUP_TIMEOUT_MS
+    / 1000,
     tombstone_timeout: Annotated[
         float, typer.Option(min=0.001, help="Seconds (lingering-semi-terminal).")
     ] = TOMBSTONE_TIMEOUT_MS / 1000,

@@ -86,9 +86,7 @@ class ViewRecord(BaseModel):
     accepted: bool
 
 
-TraceRecord = Annotated[
-    ChannelRecord | RegistryRecord | LeaderRecord | ViewRecord, Field(discriminator="kind")
-]
+TraceRecord = Annotated[ChannelRecord | RegistryRecord | LeaderRecord | ViewRecord, Field(discriminator="kind")]
 _RECORD = pydantic.TypeAdapter(TraceRecord)
 AnyRecord = ChannelRecord | RegistryRecord | LeaderRecord | ViewRecord
 

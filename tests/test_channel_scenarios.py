@@ -364,4 +364,4 @@ def test_runs_replay_exactly(store: StoreKind) -> None:
 def test_registry_and_leader_nodes() -> None:
     c = cluster(StoreKind.system_topic)
     assert c.store.connect("probe").children(REGISTRY) == sorted([B1, B2, B3])
-    assert c.store._get(LEADER) is not None
+    assert c.store.get(LEADER) is not None

@@ -16,8 +16,16 @@ from statechan.cluster.runfile import RunFileError, load_run, replay, save_run
 from statechan.cluster.runner import Simulation, Workload
 
 STABLE = {ServiceUnitState.Owned, ServiceUnitState.Free}
-FAULTY = Workload(crashes_per_hour=2, session_losses_per_hour=2, shutdowns_per_hour=1, leader_changes_per_hour=1,
-                  transfers_per_hour=120, unloads_per_hour=30, splits_per_hour=4, lookups_per_hour=1200)
+FAULTY = Workload(
+    crashes_per_hour=2,
+    session_losses_per_hour=2,
+    shutdowns_per_hour=1,
+    leader_changes_per_hour=1,
+    transfers_per_hour=120,
+    unloads_per_hour=30,
+    splits_per_hour=4,
+    lookups_per_hour=1200,
+)
 
 
 @pytest.mark.parametrize("store", list(StoreKind))
@@ -57,8 +65,10 @@ def test_saved_runs_replay_to_the_same_trace(tmp_path: Path) -> None:
         ('{"format": "other"}', "not a statechan run"),
         ('{"format": "statechan-run/1", "config": {"brokers": 0}}', "config: ('brokers',)"),
         ('{"format": "statechan-run/1", "config": {}, "actions": [{"kind": "explode"}]}', "unknown action kind"),
-        ('{"format": "statechan-run/1", "config": {}, "actions": [{"kind": "lookup", "broker": "b"}]}',
-         "actions[0]: bad lookup action"),
+        (
+            '{"format": "statechan-run/1", "config": {}, "actions": [{"kind": "lookup", "broker": "b"}]}',
+            "actions[0]: bad lookup action",
+        ),
     ],
 )
 def test_bad_run_files_say_what_and_where(tmp_path: Path, content: str, problem: str) -> None:
@@ -78,8 +88,26 @@ def test_a_step_that_cannot_run_is_reported() -> None:
 def test_simulate_and_replay_commands(tmp_path: Path) -> None:
     runner = CliRunner()
     run, trace = tmp_path / "run.json", tmp_path / "trace.jsonl"
-    result = runner.invoke(app, ["simulate", "--brokers", "3", "--namespaces", "1", "--bundles", "4", "--hours", "1",
-                                 "--seed", "3", "--save-run", str(run), "--trace", str(trace)])
+    result = runner.invoke(
+        app,
+        [
+            "simulate",
+            "--brokers",
+            "3",
+            "--namespaces",
+            "1",
+            "--bundles",
+            "4",
+            "--hours",
+            "1",
+            "--seed",
+            "3",
+            "--save-run",
+            str(run),
+            "--trace",
+            str(trace),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "no violation" in result.output
     records = [json.loads(line) for line in trace.read_text().splitlines()]

@@ -3,10 +3,12 @@ deletions, reconciliation, and the #25946 defects when switched back on."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from statechan.clock import ManualClock
 from statechan.stores import (
-    MetadataStore,
     MetadataStoreTableView,
+    Store,
     SyncerMode,
     SystemTopicTableView,
     TableViewSyncer,
@@ -14,12 +16,15 @@ from statechan.stores import (
 )
 from tests.channel_values import KEY, KEY2, S, v
 
+NewStore = Callable[[], Store]
+"""The ``new_store`` fixture (conftest): every test runs on the in-process store and on a real ZooKeeper."""
+
 
 def setup(
-    mode: SyncerMode, tombstones_as_put_null: bool = False, drop_refused: bool = False
-) -> tuple[ManualClock, Topic, MetadataStore, TableViewSyncer]:
+    new_store: NewStore, mode: SyncerMode, tombstones_as_put_null: bool = False, drop_refused: bool = False
+) -> tuple[ManualClock, Topic, Store, TableViewSyncer]:
     clock = ManualClock(1_000)
-    topic, store = Topic(clock=clock), MetadataStore(clock)
+    topic, store = Topic(clock=clock), new_store()
     syncer = TableViewSyncer(
         topic,
         store,
@@ -31,7 +36,7 @@ def setup(
     return clock, topic, store, syncer
 
 
-def fresh_views(topic: Topic, store: MetadataStore) -> tuple[dict[str, object], dict[str, object]]:
+def fresh_views(topic: Topic, store: Store) -> tuple[dict[str, object], dict[str, object]]:
     t = SystemTopicTableView(topic, "check-t")
     s = MetadataStoreTableView(store.connect("check-s"), "check-s")
     t.start()
@@ -39,8 +44,8 @@ def fresh_views(topic: Topic, store: MetadataStore) -> tuple[dict[str, object], 
     return dict(t.snapshot()), dict(s.snapshot())
 
 
-def test_topic_to_store_initial_copy_bypasses_the_store_resolver() -> None:
-    _, topic, store, syncer = setup(SyncerMode.SystemTopicToMetadataStore)
+def test_topic_to_store_initial_copy_bypasses_the_store_resolver(new_store: NewStore) -> None:
+    _, topic, store, syncer = setup(new_store, SyncerMode.SystemTopicToMetadataStore)
     topic.publish(KEY, v(S.Assigning, "b1"))
     topic.publish(KEY, v(S.Owned, "b1", version=2))  # version 2: the store resolver would refuse it first
     store.connect("old").put(
@@ -51,8 +56,8 @@ def test_topic_to_store_initial_copy_bypasses_the_store_resolver() -> None:
     assert on_topic == on_store == {KEY: v(S.Owned, "b1", version=2)}
 
 
-def test_store_to_topic_initial_copy_replaces_the_topic() -> None:
-    _, topic, store, syncer = setup(SyncerMode.MetadataStoreToSystemTopic)
+def test_store_to_topic_initial_copy_replaces_the_topic(new_store: NewStore) -> None:
+    _, topic, store, syncer = setup(new_store, SyncerMode.MetadataStoreToSystemTopic)
     topic.publish(KEY2, v(S.Owned, "b9"))
     writer = MetadataStoreTableView(store.connect("w"), "w")
     writer.start()
@@ -62,8 +67,8 @@ def test_store_to_topic_initial_copy_replaces_the_topic() -> None:
     assert on_topic == on_store == {KEY: v(S.Assigning, "b1")}
 
 
-def test_compaction_is_disabled_while_syncing_and_restored() -> None:
-    _, topic, _, syncer = setup(SyncerMode.SystemTopicToMetadataStore)
+def test_compaction_is_disabled_while_syncing_and_restored(new_store: NewStore) -> None:
+    _, topic, _, syncer = setup(new_store, SyncerMode.SystemTopicToMetadataStore)
     before = topic.compaction_threshold
     syncer.start()
     assert topic.compaction_threshold == 0
@@ -71,8 +76,8 @@ def test_compaction_is_disabled_while_syncing_and_restored() -> None:
     assert topic.compaction_threshold == before
 
 
-def test_tail_updates_are_mirrored_both_ways() -> None:
-    _, topic, store, syncer = setup(SyncerMode.SystemTopicToMetadataStore)
+def test_tail_updates_are_mirrored_both_ways(new_store: NewStore) -> None:
+    _, topic, store, syncer = setup(new_store, SyncerMode.SystemTopicToMetadataStore)
     syncer.start()
     broker_t = SystemTopicTableView(topic, "bt")
     broker_s = MetadataStoreTableView(store.connect("bs"), "bs")
@@ -86,8 +91,8 @@ def test_tail_updates_are_mirrored_both_ways() -> None:
     assert on_topic == on_store == {KEY: v(S.Assigning, "b1"), KEY2: v(S.Assigning, "b2")}
 
 
-def test_a_tombstone_is_forwarded_as_a_delete() -> None:
-    _, topic, store, syncer = setup(SyncerMode.SystemTopicToMetadataStore)
+def test_a_tombstone_is_forwarded_as_a_delete(new_store: NewStore) -> None:
+    _, topic, store, syncer = setup(new_store, SyncerMode.SystemTopicToMetadataStore)
     topic.publish(KEY, v(S.Owned, "b1"))
     syncer.start()
     topic.publish(KEY, None)
@@ -95,9 +100,9 @@ def test_a_tombstone_is_forwarded_as_a_delete() -> None:
     assert fresh_views(topic, store) == ({}, {})
 
 
-def test_bug_25946_tombstone_as_put_null_loses_the_deletion() -> None:
+def test_bug_25946_tombstone_as_put_null_loses_the_deletion(new_store: NewStore) -> None:
     _, topic, store, syncer = setup(
-        SyncerMode.SystemTopicToMetadataStore, tombstones_as_put_null=True, drop_refused=True
+        new_store, SyncerMode.SystemTopicToMetadataStore, tombstones_as_put_null=True, drop_refused=True
     )
     topic.publish(KEY, v(S.Owned, "b1"))
     syncer.start()
@@ -109,8 +114,8 @@ def test_bug_25946_tombstone_as_put_null_loses_the_deletion() -> None:
     assert syncer.stats.dropped == 1
 
 
-def test_a_refused_forward_is_remembered_and_reconciled() -> None:
-    _clock, topic, store, syncer = setup(SyncerMode.SystemTopicToMetadataStore)
+def test_a_refused_forward_is_remembered_and_reconciled(new_store: NewStore) -> None:
+    _clock, topic, store, syncer = setup(new_store, SyncerMode.SystemTopicToMetadataStore)
     topic.publish(KEY, v(S.Owned, "b1"))
     syncer.start()
     topic.publish(KEY, v(S.Owned, "b2", "b1", version=4))  # a version jump: the store refuses it
@@ -124,8 +129,8 @@ def test_a_refused_forward_is_remembered_and_reconciled() -> None:
     assert on_topic == on_store == {KEY: v(S.Owned, "b2", "b1", version=4)}
 
 
-def test_reconcile_copies_back_new_destination_only_keys_and_deletes_old_ones() -> None:
-    clock, topic, store, syncer = setup(SyncerMode.MetadataStoreToSystemTopic)
+def test_reconcile_copies_back_new_destination_only_keys_and_deletes_old_ones(new_store: NewStore) -> None:
+    clock, topic, store, syncer = setup(new_store, SyncerMode.MetadataStoreToSystemTopic)
     syncer.start()
     clock.advance(100)
     # written to the topic behind the syncer's back (its view has not read them yet)

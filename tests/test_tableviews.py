@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from statechan import Reason, ServiceUnitStateData
-from statechan.clock import ManualClock
 from statechan.stores import (
     PATH_PREFIX,
-    MetadataStore,
     MetadataStoreTableView,
     SessionEvent,
+    Store,
     SystemTopicTableView,
     Topic,
     ViewClosedError,
@@ -19,6 +20,9 @@ from statechan.stores import (
 )
 from tests.channel_values import KEY, KEY2, S, v
 
+NewStore = Callable[[], Store]
+"""The ``new_store`` fixture (conftest): each metadata-store test runs on the in-process store and on
+a real ZooKeeper."""
 Events = list[tuple[str, str, ServiceUnitStateData | None]]
 
 
@@ -153,31 +157,31 @@ def test_closed_view_refuses_writes() -> None:
 
 
 # -- metadata store -------------------------------------------------------------------------------
-def store_views(*names: str) -> tuple[MetadataStore, list[MetadataStoreTableView]]:
-    store = MetadataStore(ManualClock())
+def store_views(new_store: NewStore, *names: str) -> tuple[Store, list[MetadataStoreTableView]]:
+    store = new_store()
     views = [MetadataStoreTableView(store.connect(n), n) for n in names]
     for view in views:
         view.start()
     return store, views
 
 
-def test_store_first_write_must_be_version_one() -> None:
-    _, (view,) = store_views("b1")
+def test_store_first_write_must_be_version_one(new_store: NewStore) -> None:
+    _, (view,) = store_views(new_store, "b1")
     refused = view.put(KEY, v(S.Owned, "b1", version=2))
     assert (refused.applied, refused.verdict and refused.verdict.reason) == (False, Reason.FIRST_WRITE_NOT_V1)
     assert view.put(KEY, v(S.Owned, "b1")).applied is True
 
 
-def test_store_refuses_a_version_gap() -> None:
-    _, (view,) = store_views("b1")
+def test_store_refuses_a_version_gap(new_store: NewStore) -> None:
+    _, (view,) = store_views(new_store, "b1")
     view.put(KEY, v(S.Assigning, "b1"))
     result = view.put(KEY, v(S.Owned, "b1", version=3))
     assert result.verdict is not None
     assert (result.applied, result.verdict.reason) == (False, Reason.VERSION_GAP_REJECTED)
 
 
-def test_store_conflicting_put_completes_without_error_and_says_so() -> None:
-    _, (a, b) = store_views("a", "b")
+def test_store_conflicting_put_completes_without_error_and_says_so(new_store: NewStore) -> None:
+    _, (a, b) = store_views(new_store, "a", "b")
     assert a.put(KEY, v(S.Assigning, "a")).applied is True
     result = b.put(KEY, v(S.Assigning, "b"))
     assert result.applied is False
@@ -185,14 +189,14 @@ def test_store_conflicting_put_completes_without_error_and_says_so() -> None:
     assert b.stats.puts_refused == 1
 
 
-def test_store_put_of_none_is_refused() -> None:
-    _, (view,) = store_views("b1")
+def test_store_put_of_none_is_refused(new_store: NewStore) -> None:
+    _, (view,) = store_views(new_store, "b1")
     with pytest.raises(ValueError, match="NonNull"):
         view.put(KEY, None)  # type: ignore[arg-type]
 
 
-def test_store_racing_writers_at_one_version_exactly_one_wins() -> None:
-    store, (a, b) = store_views("a", "b")
+def test_store_racing_writers_at_one_version_exactly_one_wins(new_store: NewStore) -> None:
+    store, (a, b) = store_views(new_store, "a", "b")
     a.put(KEY, v(S.Assigning, "x"))
     pa = a.prepare_put(KEY, v(S.Owned, "x", version=2))
     pb = b.prepare_put(KEY, v(S.Owned, "x", version=2, ts=9))
@@ -206,8 +210,8 @@ def test_store_racing_writers_at_one_version_exactly_one_wins() -> None:
     assert ServiceUnitStateData.model_validate_json(data) == v(S.Owned, "x", version=2)
 
 
-def test_bug_24186_retry_without_recheck_writes_two_values_at_one_version() -> None:
-    store = MetadataStore(ManualClock())
+def test_bug_24186_retry_without_recheck_writes_two_values_at_one_version(new_store: NewStore) -> None:
+    store = new_store()
     a = MetadataStoreTableView(store.connect("a"), "a")
     b = MetadataStoreTableView(store.connect("b"), "b", retry_bad_version_without_recheck=True)
     a.start()
@@ -221,8 +225,8 @@ def test_bug_24186_retry_without_recheck_writes_two_values_at_one_version() -> N
     assert a.get(KEY) == v(S.Owned, "x", version=2)
 
 
-def test_store_local_update_is_immediate_and_notifications_follow() -> None:
-    _, (a, b) = store_views("a", "b")
+def test_store_local_update_is_immediate_and_notifications_follow(new_store: NewStore) -> None:
+    _, (a, b) = store_views(new_store, "a", "b")
     events: Events = []
     a._tail.append(recorder(events, "a"))
     b._tail.append(recorder(events, "b"))
@@ -235,8 +239,8 @@ def test_store_local_update_is_immediate_and_notifications_follow() -> None:
     assert a.stats.equal_updates_skipped == 1
 
 
-def test_store_delete_has_no_resolver_and_ignores_a_missing_node() -> None:
-    _, (a, b) = store_views("a", "b")
+def test_store_delete_has_no_resolver_and_ignores_a_missing_node(new_store: NewStore) -> None:
+    _, (a, b) = store_views(new_store, "a", "b")
     a.put(KEY, v(S.Assigning, "a"))
     assert a.delete(KEY).applied is True
     assert a.delete(KEY).applied is True
@@ -245,14 +249,14 @@ def test_store_delete_has_no_resolver_and_ignores_a_missing_node() -> None:
     assert KEY not in b
 
 
-def test_store_flush_is_a_no_op_and_views_report_their_kind() -> None:
-    _, (a,) = store_views("a")
+def test_store_flush_is_a_no_op_and_views_report_their_kind(new_store: NewStore) -> None:
+    _, (a,) = store_views(new_store, "a")
     a.flush()
     assert a.is_metadata_store_based
 
 
-def test_store_session_loss_outdates_then_refills() -> None:
-    _, (a, b) = store_views("a", "b")
+def test_store_session_loss_outdates_then_refills(new_store: NewStore) -> None:
+    _, (a, b) = store_views(new_store, "a", "b")
     events: Events = []
     a._outdated.append(recorder(events, "outdated"))
     a._existing.append(recorder(events, "existing"))
@@ -272,8 +276,8 @@ def test_store_session_loss_outdates_then_refills() -> None:
     assert ("existing", KEY) in [(kind, key) for kind, key, _ in events]
 
 
-def test_ephemeral_nodes_vanish_with_their_session() -> None:
-    store = MetadataStore()
+def test_ephemeral_nodes_vanish_with_their_session(new_store: NewStore) -> None:
+    store = new_store()
     client, other = store.connect("b1"), store.connect("b2")
     client.create("/loadbalance/brokers/b1", b"{}", ephemeral=True)
     client.create("/loadbalance/leader", b"b1")
@@ -288,10 +292,10 @@ def test_ephemeral_nodes_vanish_with_their_session() -> None:
     ]
 
 
-def test_store_cas_semantics() -> None:
+def test_store_cas_semantics(new_store: NewStore) -> None:
     from statechan.stores import BadVersionError, NodeExistsError, NoNodeError
 
-    client = MetadataStore().connect("c")
+    client = new_store().connect("c")
     stat = client.put("/a/b", b"1", expected_version=-1)
     assert stat.version == 0
     with pytest.raises(NodeExistsError):
@@ -306,8 +310,8 @@ def test_store_cas_semantics() -> None:
     assert client.children("/") == []
 
 
-def test_store_malformed_node_is_counted_not_fatal() -> None:
-    store = MetadataStore()
+def test_store_malformed_node_is_counted_not_fatal(new_store: NewStore) -> None:
+    store = new_store()
     store.connect("writer").put(path_of(KEY), b"{oops", None)
     store.connect("writer2").put(path_of(KEY2), v(S.Owned, "b1").to_json().encode(), None)
     view = MetadataStoreTableView(store.connect("b1"), "b1")

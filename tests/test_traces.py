@@ -45,10 +45,15 @@ def test_the_committed_schema_is_generated_from_the_models() -> None:
 
 def test_a_pulsar_message_becomes_a_channel_record() -> None:
     record = record_from_message(KEY, OWNED, "12:7", 1_700_000_000_123, offset=4, producer="b1:8080")
-    assert record.value == ServiceUnitStateData(state=ServiceUnitState.Owned, dst_broker="b1:8080", version_id=2,
-                                                timestamp=5)
+    assert record.value == ServiceUnitStateData(
+        state=ServiceUnitState.Owned, dst_broker="b1:8080", version_id=2, timestamp=5
+    )
     assert (record.offset, record.message_id, record.publish_time, record.producer) == (
-        4, "12:7", 1_700_000_000_123, "b1:8080")
+        4,
+        "12:7",
+        1_700_000_000_123,
+        "b1:8080",
+    )
     assert record_from_message(KEY, None, "12:8", 1, offset=5).value is None
     assert record_from_message(KEY, b"", "12:9", 1, offset=6).value is None  # an empty payload is a tombstone
 

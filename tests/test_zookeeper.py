@@ -16,22 +16,18 @@ from typer.testing import CliRunner
 from statechan.audit import audit
 from statechan.cli import app
 from statechan.states import ServiceUnitState as S
-from statechan.traces import ReadStats, read_trace
+from statechan.traces import ChannelRecord, ReadStats, RegistryRecord, read_trace
 from statechan.values import ServiceUnitStateData
-from tests.zookeeper import ZooKeeperUnavailable, _free_port, zookeeper_server
+from tests.zookeeper import _free_port
 
 pytest.importorskip("kazoo", reason="the zk extra (kazoo) is not installed")
 
 runner = CliRunner()
 
 
-@pytest.fixture(scope="module")
-def zk() -> Iterator[str]:
-    try:
-        with zookeeper_server() as hosts:
-            yield hosts
-    except ZooKeeperUnavailable as exc:
-        pytest.skip(f"no real ZooKeeper: {exc}")
+@pytest.fixture
+def zk(zookeeper: str) -> str:
+    return zookeeper
 
 
 @pytest.fixture
@@ -154,3 +150,115 @@ def test_a_recursive_watch_reports_every_change_below_its_path_in_order(client: 
     finally:
         watcher.stop()
         watcher.close()
+
+
+def test_a_simulated_cluster_on_real_zookeeper_captures_and_audits_clean(zk: str, tmp_path: Path) -> None:
+    """The channel, the registry and the leader election run unchanged on ZooKeeper through a
+    faulty simulated half hour; what `capture zk` then reads is every bundle's last value and
+    audits clean."""
+    from properties.catalogue import check
+    from statechan.cluster import SimConfig, StoreKind
+    from statechan.cluster.runner import Simulation, Workload
+    from statechan.stores.syncer import store_keys
+    from statechan.stores.tableview import path_of
+    from statechan.stores.zookeeper import ZooKeeperStore
+
+    config = SimConfig(store=StoreKind.metadata_store, brokers=3, bundles_per_namespace=4, seed=3)
+    workload = Workload(
+        crashes_per_hour=4, session_losses_per_hour=4, splits_per_hour=4, transfers_per_hour=60, settle_ms=600_000
+    )
+    simulation = Simulation(config, workload, lambda clock: ZooKeeperStore(zk, clock))
+    store = simulation.cluster.store
+    assert isinstance(store, ZooKeeperStore)
+    try:
+        summary = simulation.run(1_800_000, check=lambda c: [str(v) for v in check(c.observe())])
+        assert summary.violations == []
+        assert summary.counters["crash"] + summary.counters["lose-session"] > 0
+        out = tmp_path / "zk.jsonl"
+        result = runner.invoke(app, ["capture", "zk", "--hosts", f"{zk}{store.root}", "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        records = list(read_trace(out))
+        captured = {r.key: r.value for r in records if r.kind == "channel"}
+        expected = {
+            key: ServiceUnitStateData.model_validate_json(node[0])
+            for key in store_keys(store)
+            if (node := store.get(path_of(key))) is not None
+        }
+        assert captured == expected
+        assert len(captured) >= 4
+        assert {r.broker for r in records if r.kind == "registry"} == {
+            b for b, broker in simulation.cluster.brokers.items() if simulation.cluster.registered(b)
+        }
+        report = audit([out], engine="local")
+        assert report.violation_count == 0
+        assert report.malformed == 0
+    finally:
+        store.remove()
+
+
+def test_following_records_every_change_the_metadata_store_view_makes(zk: str) -> None:
+    import threading
+
+    from statechan.capture import capture_zk
+    from statechan.stores.tableview import MetadataStoreTableView
+    from statechan.stores.zookeeper import ZooKeeperStore
+    from statechan.traces import AnyRecord
+
+    store = ZooKeeperStore(zk)
+    writer = MetadataStoreTableView(store.connect("broker-1:8080"), "broker-1:8080")
+    writer.start()
+    key, other = "tenant/ns/0x00000000_0x80000000", "tenant/ns/0x80000000_0xffffffff"
+    assigning = ServiceUnitStateData(state=S.Assigning, dst_broker=BROKERS[0], version_id=1)
+    writer.put(key, assigning)
+    seen: list[AnyRecord] = []
+    snapshot_read, done = threading.Event(), threading.Event()
+
+    def note(record: AnyRecord) -> None:
+        seen.append(record)
+        snapshot_read.set()
+        if record.kind == "channel" and record.key == other:
+            done.set()
+
+    captured: list[Any] = []
+    follower = threading.Thread(
+        target=lambda: captured.append(capture_zk(f"{zk}{store.root}", stop=done.is_set, on_record=note))
+    )
+    follower.start()
+    try:
+        assert snapshot_read.wait(30), "the capture never read its snapshot"
+        owned = assigning.model_copy(update={"state": S.Owned, "version_id": 2})
+        assert writer.put(key, owned).applied
+        registrar = store.connect("broker-2:8080")
+        registrar.create(f"/loadbalance/brokers/{BROKERS[1]}", b"{}", ephemeral=True)
+        assert writer.delete(key).applied
+        registrar.close()  # the broker leaves: its registration goes with its session
+        writer.put(other, ServiceUnitStateData(state=S.Assigning, dst_broker=BROKERS[0], version_id=1))
+        assert done.wait(30), "the last change never came"
+    finally:
+        done.set()
+        follower.join(30)
+        store.remove()
+    summary: list[tuple[object, ...]] = []
+    for r in seen:
+        if isinstance(r, ChannelRecord):
+            summary.append((r.kind, r.key, None if r.value is None else (r.value.state, r.value.version_id)))
+        elif isinstance(r, RegistryRecord):
+            summary.append((r.kind, r.broker, r.event))
+    assert summary == [
+        ("channel", key, (S.Assigning, 1)),
+        ("channel", key, (S.Owned, 2)),
+        ("registry", BROKERS[1], "registered"),
+        ("channel", key, None),
+        ("registry", BROKERS[1], "unregistered"),
+        ("channel", other, (S.Assigning, 1)),
+    ]
+    assert [r.offset for r in captured[0].records] == list(range(6))
+
+
+def test_capture_follow_option_keeps_the_snapshot_and_ends(client: Any, zk: str, tmp_path: Path) -> None:
+    _populate(client)
+    out = tmp_path / "followed.jsonl"
+    result = runner.invoke(app, ["capture", "zk", "--hosts", zk, "--out", str(out), "--follow", "0.3"])
+    assert result.exit_code == 0, result.output
+    assert "following changes for 0.3 s" in result.output
+    assert len(list(read_trace(out))) == len(BROKERS) + len(VALUES)

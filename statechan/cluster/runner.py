@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from statechan.clock import Clock
 from statechan.cluster.actions import (
     Action,
     Compact,
@@ -30,6 +31,7 @@ from statechan.cluster.actions import (
 from statechan.cluster.config import SimConfig
 from statechan.cluster.sim import ChannelState, Cluster
 from statechan.states import ServiceUnitState
+from statechan.stores.metadata import Store
 
 S = ServiceUnitState
 HOUR = 3_600_000
@@ -104,10 +106,16 @@ StepCheck = Callable[[Cluster], list[str]]
 class Simulation:
     """Drives a :class:`Cluster` with a :class:`Workload`; every choice comes from one seeded RNG."""
 
-    def __init__(self, config: SimConfig, workload: Workload | None = None) -> None:
+    def __init__(
+        self,
+        config: SimConfig,
+        workload: Workload | None = None,
+        make_store: Callable[[Clock], Store] | None = None,
+    ) -> None:
+        """``make_store``: the metadata store to run on (default the in-process one; see :class:`Cluster`)."""
         self.config = config
         self.workload = workload if workload is not None else Workload()
-        self.cluster = Cluster(config)
+        self.cluster = Cluster(config, make_store)
         self.rng = random.Random(config.seed + 1)
         self._events: list[tuple[int, int, str, str]] = []
         self._seq = 0

@@ -15,10 +15,10 @@ import heapq
 import json
 import random
 from collections import Counter, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from statechan.clock import ManualClock
+from statechan.clock import Clock, ManualClock
 from statechan.cluster.actions import (
     Action,
     Compact,
@@ -53,13 +53,14 @@ from statechan.model import load_model
 from statechan.resolver import Verdict
 from statechan.states import ServiceUnitState, StorageType
 from statechan.stores.metadata import (
+    MetadataClient,
     MetadataStore,
     NodeEvent,
     Notification,
     SessionEvent,
     SessionExpiredError,
     Stat,
-    StoreClient,
+    Store,
     StoreError,
 )
 from statechan.stores.syncer import SyncerMode, TableViewSyncer
@@ -149,7 +150,7 @@ class Broker:
         self.incarnation = incarnation
         self.alive = True
         self.channel = ChannelState.Constructed
-        self.client: StoreClient = cluster.store.connect(f"{broker_id}#{incarnation}")
+        self.client: MetadataClient = cluster.store.connect(f"{broker_id}#{incarnation}")
         self.view: TableView
         self.reader: Reader | None = None
         self.monitor_scheduled = False
@@ -726,7 +727,9 @@ class Observation:
 class Cluster:
     """A whole cluster: brokers, one channel store (or both with the syncer), a clock, timers."""
 
-    def __init__(self, config: SimConfig | None = None) -> None:
+    def __init__(self, config: SimConfig | None = None, make_store: Callable[[Clock], Store] | None = None) -> None:
+        """``make_store`` builds the metadata store on the cluster's clock (default: the
+        in-process one; :class:`statechan.stores.zookeeper.ZooKeeperStore` runs on a real server)."""
         self.config = config if config is not None else SimConfig()
         cfg = self.config
         self.clock = ManualClock(cfg.start_ms)
@@ -736,7 +739,7 @@ class Cluster:
         self.model.rules(self.storage)  # fails early if the model has no table for the store
         self.topic = Topic(clock=self.clock)
         self.topic.compaction_threshold = cfg.compaction_threshold
-        self.store = MetadataStore(self.clock)
+        self.store: Store = MetadataStore(self.clock) if make_store is None else make_store(self.clock)
         self.placement = make_placement(cfg.placement)
         self.loads: dict[str, BrokerLoad] = {}
         self.brokers: dict[str, Broker] = {}
@@ -752,7 +755,7 @@ class Cluster:
         self._step_answers = 0
         self.counters: Counter[str] = Counter()
         self.split_failures = 0
-        self._dead_clients: dict[tuple[str, int], StoreClient] = {}
+        self._dead_clients: dict[tuple[str, int], MetadataClient] = {}
         self._loads_at = -1
         self.crash_times: dict[str, int] = {}
         self.unregistered_at: dict[str, int] = {}
@@ -866,7 +869,7 @@ class Cluster:
         return broker is not None and broker.alive and broker.incarnation == timer.incarnation
 
     def registered(self, broker_id: str) -> bool:
-        return self.store._get(f"{REGISTRY}/{broker_id}") is not None
+        return self.store.get(f"{REGISTRY}/{broker_id}") is not None
 
     def healthy(self, broker_id: str) -> bool:
         """Pulsar's broker health check: the broker answers and its channel runs."""
@@ -879,7 +882,7 @@ class Cluster:
         )
 
     def leader(self) -> str | None:
-        node = self.store._get(LEADER)
+        node = self.store.get(LEADER)
         return None if node is None else node[0].decode()
 
     def live_bundle_keys(self) -> frozenset[str]:
@@ -1211,7 +1214,7 @@ class Cluster:
                 reader = broker.reader
                 if reader is not None and reader.position < end:
                     work.append(Deliver(broker_id))
-                if broker.client._queue:
+                if broker.client.pending:
                     work.append(Notify(broker_id))
                 if broker.tasks:
                     work.append(RunTask(broker_id))

@@ -2,6 +2,7 @@
 
 from statechan.stores.metadata import (
     BadVersionError,
+    MetadataClient,
     MetadataStore,
     NodeEvent,
     NodeExistsError,
@@ -10,6 +11,7 @@ from statechan.stores.metadata import (
     SessionEvent,
     SessionExpiredError,
     Stat,
+    Store,
     StoreClient,
     StoreError,
 )
@@ -47,6 +49,7 @@ __all__ = [
     "MalformedValueError",
     "Message",
     "MessageId",
+    "MetadataClient",
     "MetadataStore",
     "MetadataStoreTableView",
     "NoNodeError",
@@ -60,6 +63,7 @@ __all__ = [
     "SessionEvent",
     "SessionExpiredError",
     "Stat",
+    "Store",
     "StoreClient",
     "StoreError",
     "SyncerMode",

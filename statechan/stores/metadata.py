@@ -10,6 +10,7 @@ session-loss bugs (#24478) live in.
 
 from __future__ import annotations
 
+import abc
 import enum
 from collections import deque
 from collections.abc import Callable
@@ -88,8 +89,49 @@ def _check_path(path: str) -> None:
         raise ValueError(f"not a metadata path: {path!r} (absolute, no trailing or double slash)")
 
 
-class MetadataStore:
-    """The store itself; brokers talk to it through a :class:`StoreClient` each."""
+StoreObserver = Callable[[NodeEvent, str, bytes | None, Stat | None], None]
+"""Called with every change as it is applied: (event, path, data or None, stat or None)."""
+
+
+class Store(abc.ABC):
+    """A metadata store the channel can run on: this in-process one, or a real ZooKeeper
+    (:mod:`statechan.stores.zookeeper`). Views, the syncer and the simulator use only this."""
+
+    clock: Clock
+    observers: list[StoreObserver]
+
+    @abc.abstractmethod
+    def connect(self, name: str) -> MetadataClient:
+        """A new client with a new session."""
+
+    @property
+    @abc.abstractmethod
+    def zxid(self) -> int:
+        """The id of the last change (ZooKeeper's transaction id)."""
+
+    @abc.abstractmethod
+    def get(self, path: str) -> tuple[bytes, Stat] | None:
+        """A node's data and stat, read outside any client's session (for checks)."""
+
+    @abc.abstractmethod
+    def paths(self) -> list[str]:
+        """Every data node, sorted (implicit parents are not nodes)."""
+
+    def close(self) -> None:  # noqa: B027 - nothing to release in the in-process store
+        """Release the store's connections (the in-process store has none)."""
+
+    def dump(self) -> dict[str, tuple[bytes, Stat]]:
+        """Every node's data and stat (for checks and captures)."""
+        out: dict[str, tuple[bytes, Stat]] = {}
+        for path in self.paths():
+            node = self.get(path)
+            if node is not None:
+                out[path] = node
+        return out
+
+
+class MetadataStore(Store):
+    """The in-process store; brokers talk to it through a :class:`StoreClient` each."""
 
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock: Clock = clock if clock is not None else ManualClock()
@@ -98,11 +140,9 @@ class MetadataStore:
         self._clients: list[StoreClient] = []
         self._zxid = 0
         self._next_session = 1
-        self.observers: list[Callable[[NodeEvent, str, bytes | None, Stat | None], None]] = []
-        """Called with every change as it is applied: (event, path, data or None, stat or None)."""
+        self.observers: list[StoreObserver] = []
 
     def connect(self, name: str) -> StoreClient:
-        """A new client with a new session."""
         client = StoreClient(self, name, self._new_session())
         self._clients.append(client)
         return client
@@ -114,18 +154,13 @@ class MetadataStore:
 
     @property
     def zxid(self) -> int:
-        """The id of the last change (ZooKeeper's transaction id)."""
         return self._zxid
 
     def paths(self) -> list[str]:
         return sorted(self._nodes)
 
-    def dump(self) -> dict[str, tuple[bytes, Stat]]:
-        """Every node's data and stat (for checks and captures)."""
-        return {path: (node.data, node.stat) for path, node in sorted(self._nodes.items())}
-
     # -- operations, applied at once -------------------------------------------------------
-    def _get(self, path: str) -> tuple[bytes, Stat] | None:
+    def get(self, path: str) -> tuple[bytes, Stat] | None:
         node = self._nodes.get(path)
         return None if node is None else (node.data, node.stat)
 
@@ -197,11 +232,14 @@ class MetadataStore:
             self._delete(path, None)
 
 
-class StoreClient:
-    """One broker's connection: reads, writes, listeners and a queue of undelivered events."""
+class MetadataClient(abc.ABC):
+    """One broker's connection: reads, writes, listeners and a queue of undelivered events.
 
-    def __init__(self, store: MetadataStore, name: str, session_id: int) -> None:
-        self.store = store
+    Events wait in the queue until the caller delivers them (``deliver_next``), so a test or the
+    simulator decides who learns what when, whichever store is behind the client.
+    """
+
+    def __init__(self, name: str, session_id: int) -> None:
         self.name = name
         self.session_id = session_id
         self.connected = True
@@ -212,7 +250,7 @@ class StoreClient:
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "connected" if self.connected else "session lost"
-        return f"StoreClient({self.name!r}, session {self.session_id}, {state})"
+        return f"{type(self).__name__}({self.name!r}, session {self.session_id}, {state})"
 
     def _live(self) -> None:
         if self.closed:
@@ -220,34 +258,31 @@ class StoreClient:
         if not self.connected:
             raise SessionExpiredError(f"client {self.name}: session {self.session_id} is lost")
 
-    def get(self, path: str) -> tuple[bytes, Stat] | None:
-        self._live()
-        return self.store._get(path)
+    @abc.abstractmethod
+    def get(self, path: str) -> tuple[bytes, Stat] | None: ...
 
+    @abc.abstractmethod
     def children(self, path: str) -> list[str]:
-        self._live()
-        return self.store._children_of(path)
+        """The names below ``path``, sorted (``[]`` when there is no such node)."""
 
+    @abc.abstractmethod
     def create(self, path: str, data: bytes, ephemeral: bool = False) -> Stat:
-        self._live()
-        return self.store._create(path, data, self.session_id if ephemeral else None)
+        """Create a node (parents implicitly); ``NodeExistsError`` if it exists."""
 
+    @abc.abstractmethod
     def set(self, path: str, data: bytes, expected_version: int | None = None) -> Stat:
-        self._live()
-        return self.store._set(path, data, expected_version)
+        """Replace a node's data; ``expected_version`` None = any version."""
+
+    @abc.abstractmethod
+    def delete(self, path: str, expected_version: int | None = None) -> None:
+        """Delete a node; parents left empty and never created explicitly go too."""
 
     def put(self, path: str, data: bytes, expected_version: int | None = None, ephemeral: bool = False) -> Stat:
         """Pulsar's ``MetadataStore.put``: ``expected_version`` -1 = must not exist, ``None`` = any."""
         self._live()
-        if expected_version == -1:
-            return self.store._create(path, data, self.session_id if ephemeral else None)
-        if expected_version is None and self.store._get(path) is None:
-            return self.store._create(path, data, self.session_id if ephemeral else None)
-        return self.store._set(path, data, expected_version)
-
-    def delete(self, path: str, expected_version: int | None = None) -> None:
-        self._live()
-        self.store._delete(path, expected_version)
+        if expected_version == -1 or (expected_version is None and self.get(path) is None):
+            return self.create(path, data, ephemeral)
+        return self.set(path, data, expected_version)
 
     # -- notifications -----------------------------------------------------------------------
     def add_listener(self, listener: NodeListener) -> None:
@@ -283,19 +318,60 @@ class StoreClient:
             count += 1
         return count
 
+    def _drop_node_events(self) -> None:
+        self._queue = deque(e for e in self._queue if isinstance(e, SessionEvent))
+
     # -- sessions ------------------------------------------------------------------------------
+    @abc.abstractmethod
     def expire_session(self) -> None:
         """The session is lost: its ephemeral nodes go, its queued node events are dropped, and a
         ``SessionLost`` event waits for delivery."""
+
+    @abc.abstractmethod
+    def reconnect(self) -> None:
+        """A new session; a ``SessionReestablished`` event waits for delivery."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Close the client: ephemeral nodes go, nothing more is delivered."""
+
+
+class StoreClient(MetadataClient):
+    """A client of the in-process :class:`MetadataStore`."""
+
+    def __init__(self, store: MetadataStore, name: str, session_id: int) -> None:
+        super().__init__(name, session_id)
+        self.store = store
+
+    def get(self, path: str) -> tuple[bytes, Stat] | None:
+        self._live()
+        return self.store.get(path)
+
+    def children(self, path: str) -> list[str]:
+        self._live()
+        return self.store._children_of(path)
+
+    def create(self, path: str, data: bytes, ephemeral: bool = False) -> Stat:
+        self._live()
+        return self.store._create(path, data, self.session_id if ephemeral else None)
+
+    def set(self, path: str, data: bytes, expected_version: int | None = None) -> Stat:
+        self._live()
+        return self.store._set(path, data, expected_version)
+
+    def delete(self, path: str, expected_version: int | None = None) -> None:
+        self._live()
+        self.store._delete(path, expected_version)
+
+    def expire_session(self) -> None:
         if self.closed or not self.connected:
             return
         self.connected = False
-        self._queue = deque(e for e in self._queue if isinstance(e, SessionEvent))
+        self._drop_node_events()
         self.store._expire(self)
         self._queue.append(SessionEvent.SessionLost)
 
     def reconnect(self) -> None:
-        """A new session; a ``SessionReestablished`` event waits for delivery."""
         if self.closed:
             raise SessionExpiredError(f"client {self.name} is closed")
         if self.connected:
@@ -305,7 +381,6 @@ class StoreClient:
         self._queue.append(SessionEvent.SessionReestablished)
 
     def close(self) -> None:
-        """Close the client: ephemeral nodes go, nothing more is delivered."""
         if self.closed:
             return
         if self.connected:

@@ -16,7 +16,7 @@ from pathlib import Path
 from statechan.clock import Clock
 from statechan.model import ProtocolModel
 from statechan.resolver import Verdict
-from statechan.stores.metadata import MetadataStore, StoreClient
+from statechan.stores.metadata import MetadataClient, Store
 from statechan.stores.tableview import (
     PATH_PREFIX,
     MetadataStoreTableView,
@@ -65,7 +65,7 @@ class TableViewSyncer:
     def __init__(
         self,
         topic: Topic,
-        store: MetadataStore,
+        store: Store,
         mode: SyncerMode,
         clock: Clock,
         model: str | Path | ProtocolModel | None = None,
@@ -80,7 +80,7 @@ class TableViewSyncer:
         self.model = model
         self.forward_tombstones_as_put_null = forward_tombstones_as_put_null
         self.drop_refused_forwards = drop_refused_forwards
-        self.client: StoreClient = store.connect(name)
+        self.client: MetadataClient = store.connect(name)
         self.topic_view = SystemTopicTableView(topic, name, model)
         self.store_view = MetadataStoreTableView(self.client, name, model)
         self.stats = SyncerStats()
@@ -246,7 +246,7 @@ class TableViewSyncer:
         return not self.differences()
 
 
-def store_keys(store: MetadataStore) -> list[str]:
+def store_keys(store: Store) -> list[str]:
     """Every channel key in a store (for tests and captures)."""
     prefix = PATH_PREFIX + "/"
     return [path[len(prefix) :] for path in store.paths() if path.startswith(prefix)]

@@ -24,12 +24,12 @@ from statechan.resolver import Reason, Verdict, decide, rules_for
 from statechan.states import ServiceUnitState, StorageType
 from statechan.stores.metadata import (
     BadVersionError,
+    MetadataClient,
     NodeExistsError,
     NoNodeError,
     Notification,
     SessionEvent,
     SessionExpiredError,
-    StoreClient,
 )
 from statechan.stores.topic import MalformedValueError, Message, Topic
 from statechan.values import ServiceUnitStateData
@@ -336,7 +336,7 @@ class MetadataStoreTableView(_ViewBase):
 
     def __init__(
         self,
-        client: StoreClient,
+        client: MetadataClient,
         broker: str,
         model: str | Path | ProtocolModel | None = None,
         check_brokers: bool = True,

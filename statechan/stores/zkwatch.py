@@ -1,6 +1,7 @@
 """ZooKeeper persistent recursive watches on a kazoo client: every change below a path, in
 order, without re-arming — what Pulsar's ZooKeeper metadata store listens with (ZooKeeper 3.6's
-``AddWatch``). kazoo 2.11 has no call for it, and its ``TreeCache`` coalesces changes; this
+``AddWatch``). Paths are the client's own (inside its chroot, if it has one). kazoo 2.11 has
+no call for it, and its ``TreeCache`` coalesces changes; this
 sends the request through kazoo's protocol layer and taps its event reader.
 
 The callback runs on kazoo's connection thread: keep it short and thread-safe (append to a
@@ -61,14 +62,16 @@ def add_recursive_watch(client: Any, path: str, callback: WatchCallback, timeout
             watch, _ = Watch.deserialize(buffer, offset)
             event = _EVENTS.get(watch.type)
             if event is not None:
+                path = client.unchroot(watch.path)
                 for prefix, tap in list(taps):
-                    if watch.path == prefix or watch.path.startswith(prefix.rstrip("/") + "/"):
-                        tap(event, watch.path)
+                    if path == prefix or path.startswith(prefix.rstrip("/") + "/"):
+                        tap(event, path)
             return original(buffer, offset)
 
         connection._read_watch_event = read_watch_event
         connection._statechan_taps = taps
     taps.append((path, callback))
     result = client.handler.async_result()
-    client._call(_AddWatch(path, PERSISTENT_RECURSIVE), result)
+    full = (client.chroot or "") + path if path != "/" else (client.chroot or "/")
+    client._call(_AddWatch(full, PERSISTENT_RECURSIVE), result)
     result.get(timeout=timeout_s)
