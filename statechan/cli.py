@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import json
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -475,22 +476,173 @@ def simulate_command(
         raise typer.Exit(1)
 
 
+@app.command("check")
+def check_command(
+    brokers: Annotated[int, typer.Option(min=1, max=6, help="Brokers.")] = 2,
+    bundles: Annotated[int, typer.Option(min=1, max=8, help="Bundles (one namespace).")] = 1,
+    lookups: Annotated[int, typer.Option(min=0, help="Client lookups in a run.")] = 1,
+    admin: Annotated[int, typer.Option(min=0, help="Admin operations in a run.")] = 1,
+    admin_kinds: Annotated[
+        str, typer.Option(help="Which admin operations: comma-separated transfer, split, unload.")
+    ] = "transfer,split",
+    crashes: Annotated[int, typer.Option(min=0, help="Broker crashes in a run.")] = 0,
+    restarts: Annotated[int, typer.Option(min=0, help="Restarts of crashed brokers in a run.")] = 0,
+    shutdowns: Annotated[int, typer.Option(min=0, help="Graceful shutdowns in a run.")] = 0,
+    session_losses: Annotated[int, typer.Option(min=0, help="Metadata session losses in a run.")] = 0,
+    leader_changes: Annotated[int, typer.Option(min=0, help="Leader resignations in a run.")] = 0,
+    compactions: Annotated[int, typer.Option(min=0, help="Topic compactions in a run.")] = 0,
+    ticks: Annotated[int, typer.Option(min=0, help="Timer firings in a run.")] = 2,
+    depth: Annotated[int | None, typer.Option(min=1, help="Longest run explored.")] = None,
+    timely_ms: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Timing assumption: no timer fires more than this long after work waits for a running broker."
+        ),
+    ] = 1_000,
+    tombstone_delay: Annotated[
+        int, typer.Option(min=30, help="Seconds before Free/Deleted are tombstoned (Pulsar: 3600).")
+    ] = 3_600,
+    untimely: Annotated[bool, typer.Option(help="Drop the timing assumption: timers race any backlog.")] = False,
+    store: Annotated[StoreChoice, typer.Option(help="Table view the brokers use; both = with the syncer.")] = (
+        StoreChoice.system_topic
+    ),
+    variant: Annotated[str, typer.Option(help="current, or a historical bug by PR number.")] = "current",
+    symmetry: Annotated[bool, typer.Option("--symmetry/--no-symmetry", help="Broker symmetry reduction.")] = True,
+    max_states: Annotated[int, typer.Option(min=1, help="Stop after this many distinct states.")] = 1_000_000,
+    max_seconds: Annotated[float | None, typer.Option(min=0.1, help="Stop after this long.")] = None,
+    measure_symmetry: Annotated[
+        bool, typer.Option(help="Also count states without symmetry, for the reduction factor (slower).")
+    ] = False,
+    save_run: Annotated[Path | None, typer.Option(help="Save a counterexample here (statechan replay).")] = None,
+) -> None:
+    """Explore every run of a small cluster within the bounds (breadth first, so a counterexample
+    is a shortest one), check every cluster invariant on every state, and check that every state
+    can still settle (liveness). Exit 0 when nothing breaks, 1 on a counterexample."""
+    from statechan.checker import Bounds, check
+    from statechan.cluster.config import VARIANTS, StoreKind
+    from statechan.cluster.runfile import save_run as write_run
+    from statechan.cluster.timeline import build_timeline, format_timeline
+
+    if variant not in VARIANTS:
+        err.print(f"[red]error:[/red] --variant: unknown {variant!r}; choose from {', '.join(VARIANTS)}")
+        raise typer.Exit(2)
+    kinds = tuple(k.strip() for k in admin_kinds.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in ("transfer", "split", "unload")]
+    if unknown:
+        err.print(f"[red]error:[/red] --admin-kinds: unknown {', '.join(unknown)}; choose from transfer, split, unload")
+        raise typer.Exit(2)
+    bounds = Bounds(
+        brokers=brokers,
+        bundles=bundles,
+        lookups=lookups,
+        admin=admin,
+        admin_kinds=kinds,
+        crashes=crashes,
+        restarts=restarts,
+        shutdowns=shutdowns,
+        session_losses=session_losses,
+        leader_changes=leader_changes,
+        compactions=compactions,
+        ticks=ticks,
+        depth=depth,
+        timely_delivery_ms=None if untimely else timely_ms,
+        tombstone_delay_s=tombstone_delay,
+    )
+    console.print(f"checking {variant} on {store.value}: {bounds.describe()} …", highlight=False)
+
+    def progress(states: int, queue: int, level: int, seconds: float) -> None:
+        console.print(
+            f"  {states:,} states, {queue:,} waiting, depth {level}, {states / seconds:,.0f} states/s",
+            highlight=False,
+        )
+
+    result = check(
+        bounds,
+        StoreKind(store.value),
+        variant,
+        symmetry=symmetry,
+        max_states=max_states,
+        max_seconds=max_seconds,
+        progress=progress,
+        measure_symmetry=measure_symmetry,
+    )
+    reduction = ""
+    if result.concrete_states:
+        reduction = (
+            f"; without symmetry {result.concrete_states:,} (reduction {result.concrete_states / result.states:.2f}x)"
+        )
+    console.print(
+        f"{result.states:,} distinct states{' (broker symmetry)' if symmetry else ''}, "
+        f"{result.transitions:,} transitions, depth {result.depth}, {result.seconds:.1f} s, "
+        f"{result.rate:,.0f} states/s{reduction}",
+        highlight=False,
+    )
+    _print_coverage(
+        result.coverage,
+        result.config().variant.model,
+        StorageType.MetadataStore if store is StoreChoice.metadata_store else StorageType.SystemTopic,
+    )
+    if not result.complete:
+        console.print(
+            f"[yellow]not a proof:[/yellow] stopped at the {result.stopped}; the states above were "
+            "checked, the rest of the bounded space was not",
+            highlight=False,
+        )
+    if result.ok:
+        if result.complete:
+            console.print("no invariant broken; every state can settle", highlight=False)
+        return
+    problem = result.violation or result.liveness or ""
+    steps = build_timeline(result.config(), result.path, None, stop_at_violation=False, picks=result.picks)
+    if result.lasso >= 0:
+        for step in steps[result.lasso :]:
+            step.action = "(loop) " + step.action
+    console.print(format_timeline(steps, f"counterexample ({len(result.path)} steps)"), markup=False, highlight=False)
+    console.print(f"[red]{'broken' if result.violation else 'liveness'}:[/red] ", end="")
+    console.print(problem, markup=False, highlight=False)
+    if save_run is not None:
+        write_run(save_run, result.config(), result.path, note=f"statechan check: {problem}", picks=result.picks)
+        console.print(f"saved to {save_run}; statechan replay {save_run}", highlight=False)
+    raise typer.Exit(1)
+
+
+def _print_coverage(coverage: dict[tuple[str, str], Counter[str]], model: str, storage: StorageType) -> None:
+    """The declared table's transitions, each with how often the exploration took it, and by which step."""
+    table = Table(title=f"Transitions taken ({storage.value} table)", title_justify="left")
+    table.add_column("from")
+    table.add_column("to")
+    table.add_column("taken", justify="right")
+    table.add_column("by")
+    declared = [(a.name, b.name) for a, b in load_model(model).edges(storage)]
+    for pair in sorted(set(declared) | set(coverage)):
+        counts = coverage.get(pair, Counter())
+        total = sum(counts.values())
+        note = "" if pair in declared else " (not declared!)"
+        table.add_row(
+            pair[0],
+            pair[1],
+            f"{total:,}" if total else "[yellow]0[/yellow]",
+            ", ".join(f"{k} {v:,}" for k, v in counts.most_common()) + note,
+        )
+    console.print(table)
+
+
 @app.command("replay")
 def replay_command(
     run: Annotated[Path, typer.Argument(help="A run saved by simulate --save-run or by the bench.")],
     quiet: Annotated[bool, typer.Option(help="Only the verdict, not the timeline.")] = False,
 ) -> None:
     """Replay a saved run step by step, printing its timeline and any broken invariant."""
-    from statechan.cluster.runfile import RunFileError, load_run
+    from statechan.cluster.runfile import RunFileError, load_saved_run
     from statechan.cluster.timeline import build_timeline, format_timeline
 
     try:
-        config, actions, note = load_run(run)
+        config, actions, note, picks = load_saved_run(run)
     except RunFileError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     checker, _ = _invariant_checker(1)
-    steps = build_timeline(config, actions, checker, stop_at_violation=True, final_check=_history_checker)
+    steps = build_timeline(config, actions, checker, stop_at_violation=True, final_check=_history_checker, picks=picks)
     if not quiet:
         console.print(format_timeline(steps, f"{run}: {note}".rstrip(": ")), markup=False, highlight=False)
     broken = [v for step in steps for v in step.violations]

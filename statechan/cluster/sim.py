@@ -15,8 +15,9 @@ import heapq
 import json
 import random
 from collections import Counter, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
 
 from statechan.clock import Clock, ManualClock
 from statechan.cluster.actions import (
@@ -76,7 +77,11 @@ from statechan.stores.tableview import (
 from statechan.stores.topic import Message, Reader, Topic
 from statechan.values import VERSION_ID_INIT, ServiceUnitStateData, is_blank, next_version
 
+if TYPE_CHECKING:
+    from _typeshed import SupportsLenAndGetItem
+
 S = ServiceUnitState
+T = TypeVar("T")
 REGISTRY = "/loadbalance/brokers"
 LEADER = "/loadbalance/leader"
 SPLIT_METADATA = "/admin/local-policies"
@@ -414,7 +419,7 @@ class Broker:
         if key not in self.cluster.live_bundle_keys():
             return self._answer(key, None, "bundle not in the namespace's bundles")
         candidates = self.registered_brokers()
-        selected = self.cluster.placement.select(candidates, self.cluster.current_loads(), self.cluster.rng)
+        selected = self.cluster.place(candidates)
         if selected is None:
             return self._answer(key, None, "no broker available")
         self.tasks.append(Task("assign", key, None, selected))
@@ -428,7 +433,7 @@ class Broker:
             return
         if not self.cluster.config.variant.assign_after_disable and not self.is_registered(selected):
             candidates = self.registered_brokers()
-            replacement = self.cluster.placement.select(candidates, self.cluster.current_loads(), self.cluster.rng)
+            replacement = self.cluster.place(candidates)
             if replacement is None:
                 self._finish_lookup(key, None, error="no broker available")
                 return
@@ -606,7 +611,7 @@ class Broker:
     ) -> None:
         exclude = {inactive} if inactive else set()
         candidates = [b for b in self.registered_brokers() if b not in exclude]
-        selected = self.cluster.placement.select(candidates, self.cluster.current_loads(), self.cluster.rng)
+        selected = self.cluster.place(candidates)
         version = next_version(orphan)
         if selected is None:
             src = orphan.dst_broker if orphan.state is S.Owned else orphan.source_broker
@@ -724,16 +729,54 @@ class Observation:
     """Parents whose split gave up after its retries (left Splitting for the leader, as in Pulsar)."""
 
 
+class _Picks(random.Random):
+    """Placement's random choice, taken from the cluster's plan of picks instead."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        super().__init__(0)
+        self.cluster = cluster
+
+    def __reduce__(self) -> tuple[type[_Picks], tuple[Cluster]]:
+        return (_Picks, (self.cluster,))
+
+    def choice(self, seq: SupportsLenAndGetItem[T]) -> T:
+        cluster = self.cluster
+        wanted = cluster.plan.popleft() if cluster.plan else 0
+        cluster.widths.append(len(seq))
+        pick = wanted if wanted < len(seq) else 0
+        assert cluster.picks is not None
+        cluster.picks.append(pick)
+        return seq[pick]
+
+
 class Cluster:
     """A whole cluster: brokers, one channel store (or both with the syncer), a clock, timers."""
 
-    def __init__(self, config: SimConfig | None = None, make_store: Callable[[Clock], Store] | None = None) -> None:
+    def __init__(
+        self,
+        config: SimConfig | None = None,
+        make_store: Callable[[Clock], Store] | None = None,
+        picks: Sequence[int] | None = None,
+    ) -> None:
         """``make_store`` builds the metadata store on the cluster's clock (default: the
-        in-process one; :class:`statechan.stores.zookeeper.ZooKeeperStore` runs on a real server)."""
+        in-process one; :class:`statechan.stores.zookeeper.ZooKeeperStore` runs on a real server).
+
+        ``picks`` takes placement's choices from the caller instead of the seeded generator: the
+        i-th choice of the run takes candidate ``picks[i]`` (0 once they run out). The model
+        checker branches on them; a run it saves replays with them (``self.picks``)."""
         self.config = config if config is not None else SimConfig()
         cfg = self.config
         self.clock = ManualClock(cfg.start_ms)
-        self.rng = random.Random(cfg.seed)
+        self.rng: random.Random = random.Random(cfg.seed)
+        self.picks: list[int] | None = None
+        """The placement choices made so far, when they come from the caller."""
+        self.plan: deque[int] = deque()
+        self.widths: list[int] = []
+        """How many candidates each placement choice of the last step had (for the checker)."""
+        if picks is not None:
+            self.picks = []
+            self.plan = deque(picks)
+            self.rng = _Picks(self)
         self.model = load_model(cfg.variant.model)
         self.storage = StorageType.MetadataStore if cfg.store is StoreKind.metadata_store else StorageType.SystemTopic
         self.model.rules(self.storage)  # fails early if the model has no table for the store
@@ -975,8 +1018,13 @@ class Cluster:
                 actions.append(SyncStore())
         return actions
 
+    def place(self, candidates: Sequence[str]) -> str | None:
+        """Placement's choice among ``candidates`` (the seeded generator's, or the caller's picks)."""
+        return self.placement.select(candidates, self.current_loads(), self.rng)
+
     def step(self, action: Action) -> None:
         """Apply one action (it must be enabled; a disabled one raises ``ValueError``)."""
+        self.widths = []
         self._step_answers = len(self.answers)
         self._apply(action)
         self.history.append(action)

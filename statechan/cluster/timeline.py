@@ -45,10 +45,11 @@ def build_timeline(
     check: Checker | None = None,
     stop_at_violation: bool = True,
     final_check: Checker | None = None,
+    picks: Sequence[int] | None = None,
 ) -> list[TimelineStep]:
     """Replay ``actions`` on a fresh cluster, noting each step's writes and broken invariants;
     ``final_check`` (e.g. the history invariants) runs once after the last step."""
-    cluster = Cluster(config)
+    cluster = Cluster(config, picks=picks)
     start = cluster.clock.now_ms()
     steps: list[TimelineStep] = []
     for number, action in enumerate(actions, start=1):

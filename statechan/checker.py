@@ -1,0 +1,812 @@
+"""An explicit-state model checker over the cluster simulator: every interleaving of deliveries,
+tasks, timers, crashes and admin operations within bounds, breadth first (so a counterexample is
+a shortest one), with the property catalogue's cluster invariants checked on every state and a
+liveness check on the explored graph.
+
+The model is the simulator itself (:class:`~statechan.cluster.Cluster`): ``enabled_actions()``
+is Next, ``check(observe())`` the invariants. Placement's random choice becomes a branch: each
+candidate broker is a successor (``Cluster(picks=...)``), and a saved counterexample carries its
+picks so ``statechan replay`` follows it exactly.
+
+A state is fingerprinted by a canonical walk of the cluster's objects that leaves out what does
+not change behaviour (the history, the trace, statistics, sequence numbers) and keeps times
+relative to the clock, capped beyond the longest timeout — so a monitor tick that changes
+nothing leads back to a state already seen. With symmetry on, the fingerprint is the least over
+every renaming of the broker ids (brokers are interchangeable but for what the state says).
+"""
+
+from __future__ import annotations
+
+import copyreg
+import enum
+import hashlib
+import io
+import itertools
+import pickle
+import random
+import re
+import time
+import types
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from statechan.cluster.actions import (
+    Action,
+    Compact,
+    Crash,
+    Lookup,
+    LoseSession,
+    Resign,
+    Restart,
+    Shutdown,
+    Split,
+    Tick,
+    Transfer,
+    Unload,
+    Wait,
+)
+from statechan.cluster.config import VARIANTS, ChannelConfig, SimConfig, StoreKind
+from statechan.cluster.sim import ChannelState, Cluster
+from statechan.states import ServiceUnitState, StorageType
+from statechan.values import ServiceUnitStateData
+
+S = ServiceUnitState
+IN_FLIGHT = frozenset({S.Assigning, S.Releasing, S.Splitting})
+
+
+class Bounds(BaseModel):
+    """How far the checker looks: the cluster's size and how many of each kind of event a run
+    may have. Deliveries, notifications and tasks are never bounded (they are the protocol)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    brokers: int = Field(2, ge=1, le=6)
+    bundles: int = Field(1, ge=1, le=8)
+    lookups: int = Field(1, ge=0, description="client lookups in the whole run")
+    admin: int = Field(1, ge=0, description="admin operations (see admin_kinds) in the whole run")
+    admin_kinds: tuple[str, ...] = ("transfer", "split")
+    crashes: int = Field(0, ge=0)
+    restarts: int = Field(0, ge=0)
+    shutdowns: int = Field(0, ge=0)
+    session_losses: int = Field(0, ge=0)
+    leader_changes: int = Field(0, ge=0)
+    compactions: int = Field(0, ge=0)
+    ticks: int = Field(2, ge=0, description="timer firings (monitor, clean-up, expiry) in the whole run")
+    depth: int | None = Field(None, ge=1, description="longest run explored (None: no limit)")
+    tombstone_delay_s: int = Field(
+        3_600,
+        ge=30,
+        description="loadBalancerServiceUnitStateTombstoneDelayTimeInSeconds: shorter lets a few ticks reach "
+        "the tombstones of Free and Deleted",
+    )
+    timely_delivery_ms: int | None = Field(
+        1_000,
+        ge=0,
+        description="the bench's timing assumption: no timer fires more than this long after work became "
+        "waiting for a running broker (None: timers race any backlog; see docs/findings.md)",
+    )
+
+    def budget(self) -> dict[str, int]:
+        return {
+            "lookup": self.lookups,
+            "admin": self.admin,
+            "crash": self.crashes,
+            "restart": self.restarts,
+            "shutdown": self.shutdowns,
+            "lose-session": self.session_losses,
+            "resign": self.leader_changes,
+            "compact": self.compactions,
+            "tick": self.ticks,
+        }
+
+    def describe(self) -> str:
+        parts = [f"{self.brokers} brokers", f"{self.bundles} bundles", f"{self.lookups} lookups"]
+        parts.append(f"{self.admin} admin ({'/'.join(self.admin_kinds)})")
+        for name, value in (
+            ("crash", self.crashes),
+            ("restart", self.restarts),
+            ("shutdown", self.shutdowns),
+            ("session loss", self.session_losses),
+            ("leader change", self.leader_changes),
+            ("compaction", self.compactions),
+            ("tick", self.ticks),
+        ):
+            if value:
+                parts.append(f"{value} {name}{'es' if name.endswith('sh') else 's' if value != 1 else ''}")
+        if self.depth is not None:
+            parts.append(f"depth <= {self.depth}")
+        if self.tombstone_delay_s != 3_600:
+            parts.append(f"tombstones after {self.tombstone_delay_s} s")
+        if self.timely_delivery_ms is None:
+            parts.append("untimely delivery")
+        return ", ".join(parts)
+
+
+_ADMIN = {"transfer": Transfer, "split": Split, "unload": Unload}
+_BUDGETED: dict[type[Action], str] = {
+    Lookup: "lookup",
+    Crash: "crash",
+    Restart: "restart",
+    Shutdown: "shutdown",
+    LoseSession: "lose-session",
+    Resign: "resign",
+    Compact: "compact",
+    Tick: "tick",
+}
+
+
+def budget_kind(action: Action, bounds: Bounds) -> str | None:
+    """Which budget ``action`` spends (``None``: unbounded); admin kinds outside the bounds -> ``"off"``."""
+    if isinstance(action, (Transfer, Split, Unload)):
+        return "admin" if action.kind in bounds.admin_kinds else "off"
+    if isinstance(action, Wait):
+        return "off"
+    return _BUDGETED.get(type(action))
+
+
+# -- fingerprints --------------------------------------------------------------------------------
+_SKIP = frozenset(
+    {
+        "history",
+        "trace",
+        "answers",
+        "_step_answers",
+        "counters",
+        "handled",
+        "stats",
+        "_seq",
+        "seq",
+        "model",
+        "config",
+        "clock",
+        "_live_keys",
+        "_sorted_keys",
+        "observers",
+        "_node_listeners",
+        "_session_listeners",
+        "_tail",
+        "_existing",
+        "_outdated",
+        "_records",
+        "_rules",
+        "compactions",
+        "_zxid",
+        "zxid",
+        "created_zxid",
+        "modified_zxid",
+        "rng",
+        "picks",
+        "plan",
+        "widths",
+        "_value",
+        "_next_session",
+        "session_id",
+        "ephemeral_owner",
+        "incarnation",
+        "incarnations",
+        "_clients",
+        "_loads_at",
+        "_leader_for",
+        "closed_units",
+        "name",
+    }
+)
+TIME_FLOOR = 10**12
+"""Integers at least this large are epoch milliseconds (the clock starts at 1.7e12)."""
+
+_FUNCTIONS = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, type, random.Random)
+_BROKER = re.compile(r"broker-(\d+):8080")
+_PLACEHOLDER = 0xE000
+_BROKER_MARK = re.compile("[\ue001-\ue0ff]")
+"""Broker ``n`` is written as the private-use character ``chr(_PLACEHOLDER + n)``, so a renaming
+is one ``str.translate``."""
+
+
+def _placeholder(match: re.Match[str]) -> str:
+    return chr(_PLACEHOLDER + int(match.group(1)))
+
+
+class _Sorted(list):  # type: ignore[type-arg]
+    """The items of a map or set: put in order when the text is rendered, after renaming."""
+
+
+Parts = list[Any]
+"""A canonical text not yet rendered: strings, nested parts, and :class:`_Sorted` groups."""
+
+
+class _Walker:
+    """Writes the canonical parts of an object graph: times relative to ``now`` (capped), broker
+    ids as placeholders, frozen values in full wherever they occur, and a second reference to
+    any other object as its distance back in the walk (so two brokers' identical subtrees read
+    the same). ``anchors`` are the singletons, referred to by name."""
+
+    def __init__(self, now: int, cap: int, anchors: dict[int, str]) -> None:
+        self.now = now
+        self.cap = cap
+        self.seen: dict[int, int | str] = dict(anchors)
+        self.count = 0
+        self.values: dict[int, Parts] = {}
+
+    def parts(self, obj: object) -> Parts:
+        out: Parts = []
+        self.walk(obj, out)
+        return out
+
+    def walk(self, obj: object, out: Parts) -> None:
+        kind = type(obj)
+        if kind is str:
+            text = repr(obj)  # placeholders after repr, which would escape them
+            out.append(_BROKER.sub(_placeholder, text) if "broker-" in text else text)
+        elif kind is int:
+            number: int = obj  # type: ignore[assignment]
+            if number >= TIME_FLOOR:
+                age = self.now - number
+                out.append(f"t{min(age, self.cap) if age >= 0 else age}")
+            else:
+                out.append(str(number))
+        elif obj is None or kind is bool or kind is float:
+            out.append(repr(obj))
+        elif isinstance(obj, enum.Enum):
+            out.append(obj.name)
+        elif kind is list or kind is tuple or kind is deque:
+            out.append("[")
+            for item in obj:  # type: ignore[attr-defined]
+                self.walk(item, out)
+                out.append(",")
+            out.append("]")
+        elif kind is dict:
+            group = _Sorted()
+            for key, value in obj.items():  # type: ignore[attr-defined]
+                entry: Parts = []
+                self.walk(key, entry)
+                entry.append(":")
+                self.walk(value, entry)
+                group.append(entry)
+            self._group(group, out)
+        elif kind is set or kind is frozenset:
+            self._group(_Sorted(self.parts(item) for item in obj), out)  # type: ignore[attr-defined]
+        elif kind is bytes:
+            self._bytes(obj, out)  # type: ignore[arg-type]
+        elif isinstance(obj, _FUNCTIONS):
+            out.append("f")
+        elif isinstance(obj, BaseModel) and obj.model_config.get("frozen"):
+            self._value(obj, out)
+        else:
+            self._object(obj, out)
+
+    def _group(self, group: _Sorted, out: Parts) -> None:
+        """A map's or set's items: put in order now when no renaming can change them."""
+        if not group:
+            out.append("{}")
+            return
+        texts = [render(item, None) for item in group]
+        if any(_BROKER_MARK.search(text) for text in texts):
+            out.append(group)
+        else:
+            out.append("{" + ",".join(sorted(texts)) + "}")
+
+    def _value(self, obj: BaseModel, out: Parts) -> None:
+        ident = id(obj)
+        cached = self.values.get(ident)
+        if cached is None:
+            cached = [type(obj).__name__, "("]
+            for name, value in obj.__dict__.items():
+                cached.append(name + "=")
+                self.walk(value, cached)
+                cached.append(";")
+            cached.append(")")
+            self.values[ident] = cached
+        out.append(cached)
+
+    def _object(self, obj: object, out: Parts) -> None:
+        ident = id(obj)
+        mark = self.seen.get(ident)
+        if mark is not None:
+            out.append(f"@{mark}" if isinstance(mark, str) else f"@-{self.count - mark}")
+            return
+        self.seen[ident] = self.count
+        self.count += 1
+        kind = type(obj)
+        out.append(kind.__name__ + "(")
+        attributes = getattr(obj, "__dict__", None)
+        if attributes is None:
+            attributes = {name: getattr(obj, name) for name in getattr(obj, "__slots__", ())}
+        names = _FIELDS.get((kind, len(attributes)))
+        if names is None or any(name not in attributes for name in names):
+            names = _FIELDS[(kind, len(attributes))] = tuple(sorted(n for n in attributes if n not in _SKIP))
+        for name in names:
+            value = attributes[name]
+            if isinstance(value, _FUNCTIONS):
+                continue
+            out.append(name + "=")
+            self.walk(value, out)
+            out.append(";")
+        out.append(")")
+
+    def _bytes(self, data: bytes, out: Parts) -> None:
+        """A stored value's JSON: decoded, so its timestamp is made relative too."""
+        value = _decode(data)
+        if value is not None:
+            self._value(value, out)
+        else:
+            out.append(_BROKER.sub(_placeholder, repr(data.decode("utf-8", "replace"))))
+
+
+_FIELDS: dict[tuple[type, int], tuple[str, ...]] = {}
+"""Per class (and number of attributes): the attributes a fingerprint reads, in order."""
+
+_DECODED: dict[bytes, ServiceUnitStateData | None] = {}
+
+
+def _decode(data: bytes) -> ServiceUnitStateData | None:
+    """Stored values decode to the same immutable object every time (a bounded cache)."""
+    if data in _DECODED:
+        return _DECODED[data]
+    value = None
+    if data[:1] == b"{":
+        try:
+            value = ServiceUnitStateData.model_validate_json(data)
+        except ValueError:
+            value = None
+    if len(_DECODED) > 100_000:
+        _DECODED.clear()
+    _DECODED[data] = value
+    return value
+
+
+def render(parts: Parts, table: dict[int, str] | None) -> str:
+    """The text of ``parts`` with broker placeholders translated by ``table`` and each map's
+    items in order (sorted after renaming, so renamed states read alike)."""
+    pieces: list[str] = []
+    run: list[str] = []
+    for part in parts:
+        if type(part) is str:
+            run.append(part)
+            continue
+        if run:
+            text = "".join(run)
+            pieces.append(text if table is None else text.translate(table))
+            run = []
+        if type(part) is _Sorted:
+            pieces.append("{" + ",".join(sorted(render(item, table) for item in part)) + "}")
+        else:
+            pieces.append(render(part, table))
+    if run:
+        text = "".join(run)
+        pieces.append(text if table is None else text.translate(table))
+    return "".join(pieces)
+
+
+def _anchors(cluster: Cluster) -> dict[int, str]:
+    anchors = {id(cluster): "cluster", id(cluster.store): "store", id(cluster.clock): "clock"}
+    topic = getattr(cluster, "topic", None)
+    if topic is not None:
+        anchors[id(topic)] = "topic"
+    return anchors
+
+
+def state_parts(cluster: Cluster, cap: int) -> Parts:
+    """The canonical parts of the cluster's state: the shared topic and store first, then the rest."""
+    walker = _Walker(cluster.clock.now_ms(), cap, {})
+    out: Parts = []
+    for name, ident in sorted((name, ident) for ident, name in _anchors(cluster).items()):
+        if name == "cluster":
+            continue
+        obj = {"store": cluster.store, "clock": cluster.clock, "topic": getattr(cluster, "topic", None)}[name]
+        out.append(name + "=")
+        walker.walk(obj, out)
+        walker.seen[ident] = name
+        out.append(";")
+    walker.seen[id(cluster)] = "cluster"
+    walker.count += 1
+    out.append("Cluster(")
+    for field_name, value in sorted(vars(cluster).items()):
+        if field_name in _SKIP or isinstance(value, _FUNCTIONS) or id(value) in walker.seen:
+            continue
+        out.append(field_name + "=")
+        walker.walk(value, out)
+        out.append(";")
+    out.append(")")
+    return out
+
+
+def state_text(cluster: Cluster, cap: int, renaming: dict[int, int] | None = None) -> str:
+    """The canonical text of the cluster's state (brokers renamed ``n -> renaming[n]``)."""
+    table = None
+    if renaming is not None:
+        table = {_PLACEHOLDER + a: chr(_PLACEHOLDER + b) for a, b in renaming.items()}
+    return render(state_parts(cluster, cap), table)
+
+
+class Fingerprinter:
+    """Fingerprints of states, optionally the least over every renaming of the broker ids."""
+
+    def __init__(self, brokers: int, cap: int, symmetry: bool) -> None:
+        self.cap = cap
+        numbers = list(range(1, brokers + 1))
+        self.tables: list[dict[int, str] | None] = (
+            [
+                {_PLACEHOLDER + a: chr(_PLACEHOLDER + b) for a, b in zip(numbers, perm, strict=True)}
+                for perm in itertools.permutations(numbers)
+            ]
+            if symmetry and brokers > 1
+            else [None]
+        )
+
+    def __call__(self, cluster: Cluster) -> bytes:
+        parts = state_parts(cluster, self.cap)
+        best = min(render(parts, table) for table in self.tables)
+        return hashlib.blake2b(best.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+# -- the search ----------------------------------------------------------------------------------
+_SHARED: dict[int, object] = {}
+"""Objects every state shares (the protocol model, the configuration), by id, while a check runs."""
+
+
+def _shared(ident: int) -> object:
+    return _SHARED[ident]
+
+
+class _Freezer:
+    """Copies of a cluster as bytes: pickled once per state, unpickled once per successor (a few
+    times faster than ``copy.deepcopy``, and a queued state costs a few kilobytes). The model and
+    the configuration are pickled as references, never copied."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.shared: list[object] = [cluster.model, cluster.config]
+        self.table = copyreg.dispatch_table.copy()
+        for obj in self.shared:
+            _SHARED[id(obj)] = obj
+            self.table[type(obj)] = self._reference
+
+    @staticmethod
+    def _reference(obj: object) -> tuple[Callable[[int], object], tuple[int]]:
+        if _SHARED.get(id(obj)) is not obj:
+            raise pickle.PicklingError(f"a second {type(obj).__name__} in the cluster: not shared")
+        return _shared, (id(obj),)
+
+    def freeze(self, cluster: Cluster) -> bytes:
+        buffer = io.BytesIO()
+        pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+        pickler.dispatch_table = self.table
+        pickler.dump(cluster)
+        return buffer.getvalue()
+
+    def thaw(self, frozen: bytes) -> Cluster:
+        cluster: Cluster = pickle.loads(frozen)
+        return cluster
+
+    def close(self) -> None:
+        for obj in self.shared:
+            _SHARED.pop(id(obj), None)
+
+
+@dataclass
+class Node:
+    parent: int
+    action: Action | None
+    picks: tuple[int, ...]
+    depth: int
+    settled: bool = False
+    expanded: bool = False
+    successors: list[tuple[int, Action, tuple[int, ...]]] = field(default_factory=list)
+
+
+@dataclass
+class CheckResult:
+    """What a check covered and what it found."""
+
+    bounds: Bounds
+    store: StoreKind
+    variant: str
+    states: int = 0
+    """Distinct states (after symmetry reduction)."""
+    transitions: int = 0
+    depth: int = 0
+    seconds: float = 0.0
+    complete: bool = True
+    stopped: str = ""
+    refused: int = 0
+    """Actions the simulator listed as enabled but refused when taken (a mismatch worth knowing)."""
+    concrete_states: int = 0
+    """Distinct states of the same complete search without symmetry reduction, when measured
+    (``measure_symmetry``: a second search)."""
+    violation: str | None = None
+    path: list[Action] = field(default_factory=list)
+    picks: list[int] = field(default_factory=list)
+    liveness: str | None = None
+    lasso: int = -1
+    """On a liveness failure: the index in ``path`` where the repeating part begins."""
+    coverage: dict[tuple[str, str], Counter[str]] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.violation is None and self.liveness is None
+
+    @property
+    def rate(self) -> float:
+        return self.states / self.seconds if self.seconds > 0 else 0.0
+
+    def config(self) -> SimConfig:
+        return checker_config(self.bounds, self.store, self.variant)
+
+
+def checker_config(bounds: Bounds, store: StoreKind, variant: str) -> SimConfig:
+    return SimConfig(
+        brokers=bounds.brokers,
+        bundles_per_namespace=bounds.bundles,
+        store=store,
+        variant=VARIANTS[variant],
+        trace_views=False,
+        timely_delivery_ms=bounds.timely_delivery_ms,
+        channel=ChannelConfig(tombstone_delay_s=bounds.tombstone_delay_s),
+    )
+
+
+def settled(cluster: Cluster) -> bool:
+    """Nothing waits to be delivered or run, no bundle is in flight in any running view, and the
+    running brokers' views agree: where every fair run must get back to."""
+    if not cluster.quiescent():
+        return False
+    views = [b.view.data() for b in cluster.brokers.values() if b.alive and b.channel is ChannelState.Started]
+    for view in views:
+        if any(value.state in IN_FLIGHT for value in view.values()):
+            return False
+    return all(dict(view) == dict(views[0]) for view in views[1:])
+
+
+def _truth(cluster: Cluster) -> dict[str, ServiceUnitState]:
+    """Each key's state in the channel itself (the store's node, or the topic's accepted value)."""
+    if cluster.storage is StorageType.MetadataStore:
+        from statechan.stores.tableview import PATH_PREFIX, key_of
+
+        out: dict[str, ServiceUnitState] = {}
+        for path in cluster.store.paths():
+            if path.startswith(PATH_PREFIX + "/"):
+                node = cluster.store.get(path)
+                key = key_of(path)
+                if node is not None and key is not None:
+                    out[key] = ServiceUnitStateData.model_validate_json(node[0]).state
+        return out
+    return {}
+
+
+def _topic_transitions(cluster: Cluster, start: int, held: dict[str, Any]) -> list[tuple[str, str]]:
+    """The accepted (from, to) pairs among the topic's messages from offset ``start``."""
+    from statechan.resolver import decide, rules_for
+
+    rules = rules_for(cluster.storage, cluster.model)
+    pairs: list[tuple[str, str]] = []
+    for offset in range(start, cluster.topic.end):
+        message = cluster.topic.message(offset)
+        try:
+            value = message.value()
+        except ValueError:
+            continue
+        prev = held.get(message.key)
+        if decide(rules, prev, value, True).accepted:
+            if value is not None or prev is not None:
+                before = "Init" if prev is None else prev.state.name
+                pairs.append((before, "Init" if value is None else value.state.name))
+            held[message.key] = value
+    return pairs
+
+
+def _held_values(cluster: Cluster) -> dict[str, Any]:
+    from statechan.resolver import decide, rules_for
+
+    rules = rules_for(cluster.storage, cluster.model)
+    held: dict[str, Any] = {}
+    for offset in range(cluster.topic.end):
+        message = cluster.topic.message(offset)
+        try:
+            value = message.value()
+        except ValueError:
+            continue
+        if decide(rules, held.get(message.key), value, True).accepted:
+            held[message.key] = value
+    return held
+
+
+Progress = Callable[[int, int, int, float], None]
+"""Called now and then with (states, queue size, depth, seconds)."""
+
+
+def check(
+    bounds: Bounds | None = None,
+    store: StoreKind = StoreKind.system_topic,
+    variant: str = "current",
+    symmetry: bool = True,
+    max_states: int = 1_000_000,
+    max_seconds: float | None = None,
+    invariants: Iterable[str] | None = None,
+    progress: Progress | None = None,
+    progress_every_s: float = 10.0,
+    measure_symmetry: bool = False,
+) -> CheckResult:
+    """Explore every run within ``bounds`` breadth first; stop at the first broken invariant."""
+    from properties.catalogue import check as check_invariants
+    from properties.catalogue import simulation_ids
+
+    bounds = bounds if bounds is not None else Bounds()
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
+    ids = list(invariants) if invariants is not None else simulation_ids()
+    result = CheckResult(bounds, store, variant)
+    config = checker_config(bounds, store, variant)
+    channel = config.channel
+    cap = max(channel.tombstone_delay_s * 1000, channel.session_timeout_ms, channel.unloading_timeout_ms) + 1
+    cap = max(cap, 180_000 + channel.monitor_interval_s * 1000) + channel.in_flight_wait_ms
+    fingerprint = Fingerprinter(bounds.brokers, cap, symmetry)
+    budget = bounds.budget()
+    started = time.perf_counter()
+    last_report = started
+
+    root = Cluster(config, picks=[])
+    root.trace.clear()
+    ids_of: dict[bytes, int] = {fingerprint(root): 0}
+    nodes: list[Node] = [Node(-1, None, (), 0, settled=settled(root))]
+    spent0: Counter[str] = Counter()
+    freezer = _Freezer(root)
+    try:
+        queue: deque[tuple[int, bytes, Counter[str], dict[str, Any]]] = deque(
+            [(0, freezer.freeze(root), spent0, _held_values(root))]
+        )
+
+        def fail(node_id: int, message: str) -> None:
+            result.violation = message
+            result.path, result.picks = _path(nodes, node_id)
+
+        while queue:
+            node_id, frozen, spent, held = queue.popleft()
+            cluster = freezer.thaw(frozen)
+            node = nodes[node_id]
+            node.expanded = True
+            if bounds.depth is not None and node.depth >= bounds.depth:
+                node.expanded = False
+                result.complete = False
+                result.stopped = result.stopped or f"depth bound {bounds.depth}"
+                continue
+            for action in cluster.enabled_actions():
+                kind = budget_kind(action, bounds)
+                if kind == "off" or (kind is not None and spent[kind] >= budget[kind]):
+                    continue
+                width = 1
+                pick = 0
+                while pick < width:
+                    child = freezer.thaw(frozen)
+                    child.plan = deque([pick])
+                    topic_start = child.topic.end
+                    truth_before = _truth(child) if cluster.storage is StorageType.MetadataStore else None
+                    try:
+                        child.step(action)
+                    except ValueError:
+                        # listed as enabled but refused when taken: not a transition (counted, see notes)
+                        result.refused += 1
+                        break
+                    if pick == 0 and child.widths:
+                        width = child.widths[0]
+                    child_picks = tuple(child.picks or ())
+                    child.picks = []
+                    child.trace.clear()
+                    child.history.clear()
+                    result.transitions += 1
+                    child_held = held
+                    if cluster.storage is StorageType.SystemTopic:
+                        child_held = dict(held)
+                        pairs = _topic_transitions(child, topic_start, child_held)
+                    else:
+                        after = _truth(child)
+                        assert truth_before is not None
+                        pairs = [
+                            (truth_before[k].name if k in truth_before else "Init", after[k].name)
+                            for k in after
+                            if truth_before.get(k) != after[k] or k not in truth_before
+                        ]
+                    for pair in pairs:
+                        result.coverage.setdefault(pair, Counter())[action.kind] += 1
+                    print_ = fingerprint(child)
+                    known = ids_of.get(print_)
+                    if known is None:
+                        known = len(nodes)
+                        ids_of[print_] = known
+                        nodes.append(Node(node_id, action, child_picks, node.depth + 1, settled=settled(child)))
+                        result.depth = max(result.depth, node.depth + 1)
+                        broken = check_invariants(child.observe(), ids)
+                        if broken:
+                            fail(known, "; ".join(str(v) for v in broken[:3]))
+                            return _finish(result, nodes, started)
+                        child_spent = spent.copy()
+                        if kind is not None:
+                            child_spent[kind] += 1
+                        child.answers.clear()
+                        queue.append((known, freezer.freeze(child), child_spent, child_held))
+                    node.successors.append((known, action, child_picks))
+                    pick += 1
+            if len(nodes) >= max_states:
+                result.complete = False
+                result.stopped = f"state bound {max_states:,}"
+                break
+            now = time.perf_counter()
+            if max_seconds is not None and now - started > max_seconds:
+                result.complete = False
+                result.stopped = f"time bound {max_seconds:g} s"
+                break
+            if progress is not None and now - last_report >= progress_every_s:
+                progress(len(nodes), len(queue), node.depth, now - started)
+                last_report = now
+        _finish(result, nodes, started)
+        if result.violation is None and result.complete:
+            _liveness(result, nodes)
+    finally:
+        freezer.close()
+    if measure_symmetry and symmetry and result.complete and result.ok:
+        plain = check(bounds, store, variant, False, max_states, max_seconds, ids)
+        result.concrete_states = plain.states if plain.complete else 0
+    return result
+
+
+def _finish(result: CheckResult, nodes: list[Node], started: float) -> CheckResult:
+    result.states = len(nodes)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _path(nodes: list[Node], node_id: int) -> tuple[list[Action], list[int]]:
+    steps: list[tuple[Action, tuple[int, ...]]] = []
+    while node_id > 0:
+        node = nodes[node_id]
+        assert node.action is not None
+        steps.append((node.action, node.picks))
+        node_id = node.parent
+    steps.reverse()
+    return [a for a, _ in steps], [p for _, picks in steps for p in picks]
+
+
+def _liveness(result: CheckResult, nodes: list[Node]) -> None:
+    """Every explored state must be able to reach a settled one (under fairness a run cannot stay
+    forever where no settled state is reachable); otherwise report a lasso."""
+    predecessors: list[list[int]] = [[] for _ in nodes]
+    for i, node in enumerate(nodes):
+        for j, _, _ in node.successors:
+            predecessors[j].append(i)
+    good = [node.settled or not node.expanded for node in nodes]
+    todo = deque(i for i, ok in enumerate(good) if ok)
+    while todo:
+        j = todo.popleft()
+        for i in predecessors[j]:
+            if not good[i]:
+                good[i] = True
+                todo.append(i)
+    stuck = [i for i, ok in enumerate(good) if not ok]
+    if not stuck:
+        return
+    first = min(stuck, key=lambda i: nodes[i].depth)
+    path, picks = _path(nodes, first)
+    # walk on from there: every successor is stuck too; the first repeat closes the loop
+    seen = {first: 0}
+    tail_actions: list[Action] = []
+    tail_picks: list[int] = []
+    current = first
+    while True:
+        nxt, action, edge_picks = nodes[current].successors[0]
+        tail_actions.append(action)
+        tail_picks.extend(edge_picks)
+        if nxt in seen:
+            break
+        seen[nxt] = len(seen)
+        current = nxt
+    start = seen[nxt]
+    loop = tail_actions
+    result.liveness = (
+        f"{len(stuck):,} state(s) cannot reach a settled state (nothing waiting, nothing in flight, "
+        f"views agree); the shortest leads to a loop of {len(loop) - start} step(s)"
+    )
+    result.path = path + tail_actions
+    result.picks = picks + tail_picks
+    result.lasso = len(path) + start

@@ -1,0 +1,156 @@
+"""The model checker: it explores the bounded space completely on the current protocol, finds the
+historical bugs with shortest replayable counterexamples, reduces by broker symmetry, and reports
+runs that can never settle."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from statechan.checker import Bounds, CheckResult, Fingerprinter, Node, _liveness, check
+from statechan.cli import app
+from statechan.cluster import Cluster, Lookup, RunTask, SimConfig, StoreKind
+from statechan.cluster.actions import Deliver
+
+runner = CliRunner()
+SMALL = Bounds(brokers=2, bundles=1, lookups=1, admin=1, ticks=2)
+
+
+def test_the_current_protocol_is_safe_and_live_at_the_small_bound_on_the_system_topic() -> None:
+    result = check(SMALL)
+    assert result.complete
+    assert result.ok, (result.violation, result.liveness)
+    assert result.states > 1_000
+    assert result.transitions > result.states
+    taken = {pair for pair, counts in result.coverage.items() if sum(counts.values())}
+    assert {
+        ("Init", "Assigning"),
+        ("Assigning", "Owned"),
+        ("Owned", "Releasing"),
+        ("Releasing", "Assigning"),
+        ("Owned", "Splitting"),
+        ("Splitting", "Deleted"),
+    } <= taken
+    assert result.coverage[("Owned", "Releasing")]["transfer"] > 0
+
+
+def test_the_current_protocol_is_safe_and_live_on_the_metadata_store_at_a_smaller_bound() -> None:
+    result = check(Bounds(brokers=2, bundles=1, lookups=1, admin=0, ticks=1), StoreKind.metadata_store)
+    assert result.complete
+    assert result.ok, (result.violation, result.liveness)
+    assert ("Init", "Assigning") in result.coverage
+    assert ("Assigning", "Owned") in result.coverage
+
+
+def test_bug_25379_gives_a_counterexample_that_replays(tmp_path: Path) -> None:
+    result = check(SMALL.model_copy(update={"crashes": 1, "restarts": 1}), variant="25379")
+    assert result.violation is not None
+    assert result.violation.startswith("in-flight-acted-on")
+    assert [a.kind for a in result.path].count("crash") == 1
+    saved = tmp_path / "25379.json"
+    out = runner.invoke(
+        app,
+        ["check", "--variant", "25379", "--crashes", "1", "--restarts", "1", "--save-run", str(saved)],
+    )
+    assert out.exit_code == 1, out.output
+    assert "in-flight-acted-on" in out.output
+    assert json.loads(saved.read_text())["picks"] == result.picks
+    replayed = runner.invoke(app, ["replay", str(saved), "--quiet"])
+    assert replayed.exit_code == 1
+    assert "in-flight-acted-on" in replayed.output
+
+
+def test_bug_24478_gives_a_counterexample_with_a_session_loss() -> None:
+    result = check(SMALL.model_copy(update={"session_losses": 1}), variant="24478")
+    assert result.violation is not None
+    assert result.violation.startswith("lookup-answers-live-owner")
+    assert "lose-session" in [a.kind for a in result.path]
+
+
+def test_bug_24186_on_the_metadata_store_gives_two_owners() -> None:
+    result = check(Bounds(lookups=2, admin=0, ticks=1), StoreKind.metadata_store, "24186")
+    assert result.violation is not None
+    assert result.violation.startswith("single-owner")
+    assert [a.kind for a in result.path].count("lookup") == 2
+
+
+def test_bug_20110_breaks_convergence_sooner_than_anything_in_the_current_protocol() -> None:
+    bounds = Bounds(compactions=1)
+    bug = check(bounds, variant="20110")
+    assert bug.violation is not None
+    assert bug.violation.startswith("views-converge")
+    assert "compact" in [a.kind for a in bug.path]
+    # the current protocol has no counterexample that short (finding 1 needs 16 steps)
+    current = check(bounds.model_copy(update={"depth": len(bug.path)}))
+    assert current.violation is None
+    assert current.stopped == f"depth bound {len(bug.path)}"
+
+
+def test_without_timely_delivery_the_monitor_overrides_an_unload_its_source_has_not_read() -> None:
+    unload = Bounds(admin_kinds=("unload",), ticks=4)
+    assert check(unload).ok
+    untimely = check(unload.model_copy(update={"timely_delivery_ms": None}))
+    assert untimely.violation is not None
+    assert untimely.violation.startswith("single-owner")
+    assert [a.kind for a in untimely.path][-3:] == ["tick", "tick", "tick"]
+
+
+def _assigned(config: SimConfig, looker: str, owner: str) -> Cluster:
+    """A cluster where ``looker`` looked the bundle up and the leader placed it on ``owner``."""
+    for pick in range(config.brokers):
+        cluster = Cluster(config, picks=[pick])
+        key = cluster.sorted_bundle_keys()[0]
+        for action in (Lookup(looker, key), RunTask(looker), Deliver(looker)):
+            cluster.step(action)
+        value = cluster.brokers[looker].value(key)
+        if value is not None and value.dst_broker == owner:
+            return cluster
+    raise AssertionError(f"no placement puts the bundle on {owner}")
+
+
+def test_symmetric_states_share_a_fingerprint_only_with_symmetry_on() -> None:
+    config = SimConfig(brokers=3, bundles_per_namespace=1, trace_views=False)
+    with_symmetry = Fingerprinter(3, 10**7, True)
+    without = Fingerprinter(3, 10**7, False)
+    # broker-1 leads in both; broker-2 and broker-3 swap roles: the same state renamed
+    one = _assigned(config, "broker-2:8080", "broker-2:8080")
+    other = _assigned(config, "broker-3:8080", "broker-3:8080")
+    assert with_symmetry(one) == with_symmetry(other)
+    assert without(one) != without(other)
+    # the leader's role breaks the symmetry: placing on the leader is a different state
+    on_leader = _assigned(config, "broker-2:8080", "broker-1:8080")
+    assert with_symmetry(on_leader) != with_symmetry(one)
+
+
+def test_a_loop_that_never_settles_is_reported_as_a_lasso() -> None:
+    a, b, c = Lookup("b", "k"), RunTask("b"), Deliver("b")
+    nodes = [
+        Node(-1, None, (), 0, expanded=True),
+        Node(0, a, (), 1, expanded=True),  # 1: can only go round 2 -> 3 -> 2
+        Node(1, b, (), 2, expanded=True),
+        Node(2, c, (), 3, expanded=True),
+        Node(0, c, (), 1, settled=True, expanded=True),
+    ]
+    nodes[0].successors = [(1, a, ()), (4, c, ())]
+    nodes[1].successors = [(2, b, ())]
+    nodes[2].successors = [(3, c, ())]
+    nodes[3].successors = [(2, b, ())]
+    result = CheckResult(SMALL, StoreKind.system_topic, "current")
+    _liveness(result, nodes)
+    assert result.liveness is not None
+    assert result.liveness.startswith("3 state(s) cannot reach a settled state")
+    assert result.path == [a, b, c, b]
+    assert result.lasso == 2  # the loop is path[2:] = deliver, run-task, back to the state after run-task
+
+
+def test_check_command_reports_counts_coverage_and_the_verdict() -> None:
+    out = runner.invoke(app, ["check", "--brokers", "2", "--admin", "0", "--ticks", "1"])
+    assert out.exit_code == 0, out.output
+    assert "distinct states (broker symmetry)" in out.output
+    assert "Transitions taken (SystemTopic table)" in out.output
+    assert "no invariant broken; every state can settle" in out.output
+    bad = runner.invoke(app, ["check", "--admin-kinds", "merge"])
+    assert bad.exit_code == 2
+    assert "unknown merge" in bad.output
