@@ -54,9 +54,6 @@ from statechan.cluster.sim import ChannelState, Cluster
 from statechan.states import ServiceUnitState, StorageType
 from statechan.values import ServiceUnitStateData
 
-S = ServiceUnitState
-IN_FLIGHT = frozenset({S.Assigning, S.Releasing, S.Splitting})
-
 
 class Bounds(BaseModel):
     """How far the checker looks: the cluster's size and how many of each kind of event a run
@@ -555,7 +552,7 @@ def settled(cluster: Cluster) -> bool:
         return False
     views = [b.view.data() for b in cluster.brokers.values() if b.alive and b.channel is ChannelState.Started]
     for view in views:
-        if any(value.state in IN_FLIGHT for value in view.values()):
+        if any(value.state in cluster.model.in_flight for value in view.values()):
             return False
     return all(dict(view) == dict(views[0]) for view in views[1:])
 

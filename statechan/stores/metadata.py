@@ -322,14 +322,33 @@ class MetadataClient(abc.ABC):
         self._queue = deque(e for e in self._queue if isinstance(e, SessionEvent))
 
     # -- sessions ------------------------------------------------------------------------------
-    @abc.abstractmethod
     def expire_session(self) -> None:
         """The session is lost: its ephemeral nodes go, its queued node events are dropped, and a
         ``SessionLost`` event waits for delivery."""
+        if self.closed or not self.connected:
+            return
+        self.connected = False
+        self._drop_node_events()
+        self._end_session()
+        self._queue.append(SessionEvent.SessionLost)
 
-    @abc.abstractmethod
     def reconnect(self) -> None:
         """A new session; a ``SessionReestablished`` event waits for delivery."""
+        if self.closed:
+            raise SessionExpiredError(f"client {self.name} is closed")
+        if self.connected:
+            return
+        self._open_session()
+        self.connected = True
+        self._queue.append(SessionEvent.SessionReestablished)
+
+    @abc.abstractmethod
+    def _end_session(self) -> None:
+        """The store ends this client's session (its ephemeral nodes go)."""
+
+    @abc.abstractmethod
+    def _open_session(self) -> None:
+        """The store opens a new session for this client."""
 
     @abc.abstractmethod
     def close(self) -> None:
@@ -363,22 +382,11 @@ class StoreClient(MetadataClient):
         self._live()
         self.store._delete(path, expected_version)
 
-    def expire_session(self) -> None:
-        if self.closed or not self.connected:
-            return
-        self.connected = False
-        self._drop_node_events()
+    def _end_session(self) -> None:
         self.store._expire(self)
-        self._queue.append(SessionEvent.SessionLost)
 
-    def reconnect(self) -> None:
-        if self.closed:
-            raise SessionExpiredError(f"client {self.name} is closed")
-        if self.connected:
-            return
+    def _open_session(self) -> None:
         self.session_id = self.store._new_session()
-        self.connected = True
-        self._queue.append(SessionEvent.SessionReestablished)
 
     def close(self) -> None:
         if self.closed:

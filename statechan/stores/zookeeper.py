@@ -41,7 +41,6 @@ from statechan.stores.metadata import (
     NodeExistsError,
     NoNodeError,
     Notification,
-    SessionEvent,
     SessionExpiredError,
     Stat,
     Store,
@@ -232,9 +231,9 @@ class ZooKeeperClient(MetadataClient):
         self._zk: Any = None
         self._ephemerals: dict[str, None] = {}
         super().__init__(name, 0)
-        self._open()
+        self._open_session()
 
-    def _open(self) -> None:
+    def _open_session(self) -> None:
         zk = self.store._kazoo()
         self._zk = zk
         self.session_id = int(zk.client_id[0])
@@ -321,7 +320,8 @@ class ZooKeeperClient(MetadataClient):
         self.store._settle()
         self.store._implicit.difference_update(made)
 
-    def set(self, path: str, data: bytes, expected_version: int | None = None) -> Stat:
+    def _writable(self, path: str, expected_version: int | None) -> None:
+        """Refuse what the in-process store refuses before ZooKeeper would read it differently."""
         self._live()
         if path in self.store._implicit:
             raise NoNodeError(path)
@@ -330,6 +330,9 @@ class ZooKeeperClient(MetadataClient):
             if self.get(path) is None:
                 raise NoNodeError(path)
             raise BadVersionError(f"{path}: expected version {expected_version}")
+
+    def set(self, path: str, data: bytes, expected_version: int | None = None) -> Stat:
+        self._writable(path, expected_version)
         zstat = self._call(self._zk.set, path, data, -1 if expected_version is None else expected_version)
         self.store._settle()
         return _stat(zstat)
@@ -337,13 +340,7 @@ class ZooKeeperClient(MetadataClient):
     def delete(self, path: str, expected_version: int | None = None) -> None:
         from kazoo.exceptions import NotEmptyError
 
-        self._live()
-        if path in self.store._implicit:
-            raise NoNodeError(path)
-        if expected_version is not None and expected_version < 0:
-            if self.get(path) is None:
-                raise NoNodeError(path)
-            raise BadVersionError(f"{path}: expected version {expected_version}")
+        self._writable(path, expected_version)
         try:
             self._call(self._zk.delete, path, -1 if expected_version is None else expected_version)
         except NotEmptyError:
@@ -354,23 +351,6 @@ class ZooKeeperClient(MetadataClient):
         dropped = self.store._drop_empty_parents(self._zk, path)
         self.store._settle()
         self.store._implicit.difference_update(dropped)
-
-    def expire_session(self) -> None:
-        if self.closed or not self.connected:
-            return
-        self.connected = False
-        self._drop_node_events()
-        self._end_session()
-        self._queue.append(SessionEvent.SessionLost)
-
-    def reconnect(self) -> None:
-        if self.closed:
-            raise SessionExpiredError(f"client {self.name} is closed")
-        if self.connected:
-            return
-        self._open()
-        self.connected = True
-        self._queue.append(SessionEvent.SessionReestablished)
 
     def close(self) -> None:
         if self.closed:
