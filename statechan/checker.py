@@ -22,9 +22,11 @@ import enum
 import hashlib
 import io
 import itertools
+import os
 import pickle
 import random
 import re
+import sys
 import time
 import types
 from collections import Counter, deque
@@ -492,6 +494,8 @@ class Node:
     settled: bool = False
     expanded: bool = False
     successors: list[tuple[int, Action, tuple[int, ...]]] = field(default_factory=list)
+    label: str = ""
+    """What the state looks like, kept only for a graph export (``keep_graph``)."""
 
 
 @dataclass
@@ -520,6 +524,8 @@ class CheckResult:
     lasso: int = -1
     """On a liveness failure: the index in ``path`` where the repeating part begins."""
     coverage: dict[tuple[str, str], Counter[str]] = field(default_factory=dict)
+    nodes: list[Node] = field(default_factory=list)
+    """The explored graph, with ``keep_graph``: for :func:`graph_text`."""
 
     @property
     def ok(self) -> bool:
@@ -610,6 +616,18 @@ def _held_values(cluster: Cluster) -> dict[str, Any]:
     return held
 
 
+def resident_mb() -> float:
+    """This process's resident memory now (Linux), else its peak so far."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak / 2**20 if sys.platform == "darwin" else peak / 1024
+
+
 Progress = Callable[[int, int, int, float], None]
 """Called now and then with (states, queue size, depth, seconds)."""
 
@@ -621,6 +639,8 @@ def check(
     symmetry: bool = True,
     max_states: int = 1_000_000,
     max_seconds: float | None = None,
+    max_memory_mb: int | None = None,
+    keep_graph: bool = False,
     invariants: Iterable[str] | None = None,
     progress: Progress | None = None,
     progress_every_s: float = 10.0,
@@ -647,7 +667,7 @@ def check(
     root = Cluster(config, picks=[])
     root.trace.clear()
     ids_of: dict[bytes, int] = {fingerprint(root): 0}
-    nodes: list[Node] = [Node(-1, None, (), 0, settled=settled(root))]
+    nodes: list[Node] = [Node(-1, None, (), 0, settled=settled(root), label=state_label(root) if keep_graph else "")]
     spent0: Counter[str] = Counter()
     freezer = _Freezer(root)
     try:
@@ -712,10 +732,20 @@ def check(
                     if known is None:
                         known = len(nodes)
                         ids_of[print_] = known
-                        nodes.append(Node(node_id, action, child_picks, node.depth + 1, settled=settled(child)))
+                        nodes.append(
+                            Node(
+                                node_id,
+                                action,
+                                child_picks,
+                                node.depth + 1,
+                                settled=settled(child),
+                                label=state_label(child) if keep_graph else "",
+                            )
+                        )
                         result.depth = max(result.depth, node.depth + 1)
                         broken = check_invariants(child.observe(), ids)
                         if broken:
+                            node.successors.append((known, action, child_picks))
                             fail(known, "; ".join(str(v) for v in broken[:3]))
                             return _finish(result, nodes, started)
                         child_spent = spent.copy()
@@ -728,6 +758,10 @@ def check(
             if len(nodes) >= max_states:
                 result.complete = False
                 result.stopped = f"state bound {max_states:,}"
+                break
+            if max_memory_mb is not None and node_id % 256 == 0 and resident_mb() > max_memory_mb:
+                result.complete = False
+                result.stopped = f"memory bound {max_memory_mb:,} MiB"
                 break
             now = time.perf_counter()
             if max_seconds is not None and now - started > max_seconds:
@@ -743,12 +777,14 @@ def check(
     finally:
         freezer.close()
     if measure_symmetry and symmetry and result.complete and result.ok:
-        plain = check(bounds, store, variant, False, max_states, max_seconds, ids)
+        plain = check(bounds, store, variant, False, max_states, max_seconds, max_memory_mb, invariants=ids)
         result.concrete_states = plain.states if plain.complete else 0
     return result
 
 
 def _finish(result: CheckResult, nodes: list[Node], started: float) -> CheckResult:
+    if nodes and nodes[0].label:
+        result.nodes = nodes
     result.states = len(nodes)
     result.seconds = time.perf_counter() - started
     return result
@@ -807,3 +843,82 @@ def _liveness(result: CheckResult, nodes: list[Node]) -> None:
     result.path = path + tail_actions
     result.picks = picks + tail_picks
     result.lasso = len(path) + start
+
+
+# -- a picture of a small explored graph ---------------------------------------------------------
+_LETTER = {"Init": "I", "Free": "F", "Owned": "O", "Assigning": "A", "Releasing": "R", "Splitting": "S", "Deleted": "D"}
+
+
+def state_label(cluster: Cluster) -> str:
+    """Each running broker's view of each key, short: ``b1: O2 | b2: A2`` (state letter, then the
+    destination broker's number), ``-`` where a view holds nothing, ``x`` for a broker down."""
+    keys = sorted({key for broker in cluster.brokers.values() for key in broker.view.data()})
+    parts = []
+    for name, broker in sorted(cluster.brokers.items()):
+        number = _BROKER.sub(lambda m: m.group(1), name)
+        if not broker.alive:
+            parts.append(f"b{number}: x")
+            continue
+        data = broker.view.data()
+        cells = []
+        for key in keys:
+            value = data.get(key)
+            if value is None:
+                cells.append("-")
+            else:
+                dst = _BROKER.sub(lambda m: m.group(1), value.dst_broker or "")
+                cells.append(_LETTER.get(value.state.name, "?") + dst)
+        parts.append(f"b{number}: {' '.join(cells) or '-'}")
+    return " | ".join(parts)
+
+
+def graph_text(result: CheckResult, fmt: str) -> str:
+    """The explored graph (``check(keep_graph=True)``) as Graphviz DOT (``fmt="dot"``) or a
+    Mermaid flowchart (``"mermaid"``): states labelled by their views, settled states in
+    green, the counterexample's states in red, edges labelled by the action."""
+    if not result.nodes:
+        raise ValueError("no graph kept: run check(..., keep_graph=True)")
+    if fmt not in ("dot", "mermaid"):
+        raise ValueError(f"unknown graph format {fmt!r}; choose dot or mermaid")
+    on_path = {0}
+    current = 0
+    for action in result.path:
+        nxt = next((j for j, a, _ in result.nodes[current].successors if a == action), None)
+        if nxt is None:
+            break
+        on_path.add(nxt)
+        current = nxt
+    if not result.path:
+        on_path = set()
+    lines: list[str] = []
+    if fmt == "dot":
+        lines.append("digraph statechan_check {")
+        lines.append('  node [shape=box, fontname="monospace", fontsize=10];')
+        for i, node in enumerate(result.nodes):
+            color = (
+                ', style=filled, fillcolor="#f4cccc"'
+                if i in on_path
+                else (', style=filled, fillcolor="#d9ead3"' if node.settled else "")
+            )
+            lines.append(f'  s{i} [label="{i}: {node.label}"{color}];')
+        for i, node in enumerate(result.nodes):
+            for j, action, _ in node.successors:
+                lines.append(f'  s{i} -> s{j} [label="{_action_label(action)}", fontsize=9];')
+        lines.append("}")
+    else:
+        lines.append("flowchart TD")
+        for i, node in enumerate(result.nodes):
+            lines.append(f'  s{i}["{i}: {node.label}"]')
+            if i in on_path:
+                lines.append(f"  style s{i} fill:#f4cccc")
+            elif node.settled:
+                lines.append(f"  style s{i} fill:#d9ead3")
+        for i, node in enumerate(result.nodes):
+            for j, action, _ in node.successors:
+                lines.append(f'  s{i} -->|"{_action_label(action)}"| s{j}')
+    return "\n".join(lines) + "\n"
+
+
+def _action_label(action: Action) -> str:
+    text = _BROKER.sub(lambda m: "b" + m.group(1), action.describe())
+    return re.sub(r"[\w-]+/[\w-]+/", "", text).replace('"', "'")

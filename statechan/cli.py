@@ -510,15 +510,22 @@ def check_command(
     symmetry: Annotated[bool, typer.Option("--symmetry/--no-symmetry", help="Broker symmetry reduction.")] = True,
     max_states: Annotated[int, typer.Option(min=1, help="Stop after this many distinct states.")] = 1_000_000,
     max_seconds: Annotated[float | None, typer.Option(min=0.1, help="Stop after this long.")] = None,
+    max_memory: Annotated[
+        int | None, typer.Option(min=64, help="Stop when the process holds more than this many MiB.")
+    ] = None,
     measure_symmetry: Annotated[
         bool, typer.Option(help="Also count states without symmetry, for the reduction factor (slower).")
     ] = False,
     save_run: Annotated[Path | None, typer.Option(help="Save a counterexample here (statechan replay).")] = None,
+    graph: Annotated[
+        Path | None,
+        typer.Option(help="Write the explored graph here: .dot (Graphviz) or .mmd (Mermaid); small bounds only."),
+    ] = None,
 ) -> None:
     """Explore every run of a small cluster within the bounds (breadth first, so a counterexample
     is a shortest one), check every cluster invariant on every state, and check that every state
     can still settle (liveness). Exit 0 when nothing breaks, 1 on a counterexample."""
-    from statechan.checker import Bounds, check
+    from statechan.checker import Bounds, check, graph_text
     from statechan.cluster.config import VARIANTS, StoreKind
     from statechan.cluster.runfile import save_run as write_run
     from statechan.cluster.timeline import build_timeline, format_timeline
@@ -548,6 +555,10 @@ def check_command(
         timely_delivery_ms=None if untimely else timely_ms,
         tombstone_delay_s=tombstone_delay,
     )
+    graph_format = {".dot": "dot", ".gv": "dot", ".mmd": "mermaid"}.get(graph.suffix if graph else "")
+    if graph is not None and graph_format is None:
+        err.print(f"[red]error:[/red] --graph {graph}: the name must end in .dot, .gv or .mmd")
+        raise typer.Exit(2)
     console.print(f"checking {variant} on {store.value}: {bounds.describe()} …", highlight=False)
 
     def progress(states: int, queue: int, level: int, seconds: float) -> None:
@@ -563,6 +574,8 @@ def check_command(
         symmetry=symmetry,
         max_states=max_states,
         max_seconds=max_seconds,
+        max_memory_mb=max_memory,
+        keep_graph=graph is not None,
         progress=progress,
         measure_symmetry=measure_symmetry,
     )
@@ -582,6 +595,11 @@ def check_command(
         result.config().variant.model,
         StorageType.MetadataStore if store is StoreChoice.metadata_store else StorageType.SystemTopic,
     )
+    if graph is not None and graph_format is not None:
+        graph.write_text(graph_text(result, graph_format), encoding="utf-8")
+        console.print(f"explored graph ({result.states:,} states) written to {graph}", highlight=False)
+        if result.states > 500:
+            console.print("[yellow]note:[/yellow] more than 500 states; a picture of it will not be readable")
     if not result.complete:
         console.print(
             f"[yellow]not a proof:[/yellow] stopped at the {result.stopped}; the states above were "

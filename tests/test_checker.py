@@ -9,7 +9,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from statechan.checker import Bounds, CheckResult, Fingerprinter, Node, _liveness, check
+from statechan.checker import Bounds, CheckResult, Fingerprinter, Node, _liveness, check, graph_text
 from statechan.cli import app
 from statechan.cluster import Cluster, Lookup, RunTask, SimConfig, StoreKind
 from statechan.cluster.actions import Deliver
@@ -154,3 +154,33 @@ def test_check_command_reports_counts_coverage_and_the_verdict() -> None:
     bad = runner.invoke(app, ["check", "--admin-kinds", "merge"])
     assert bad.exit_code == 2
     assert "unknown merge" in bad.output
+
+
+def test_the_syncer_between_both_views_is_safe_and_live_at_a_small_bound() -> None:
+    result = check(Bounds(admin=0, ticks=1), StoreKind.both)
+    assert result.complete
+    assert result.ok, (result.violation, result.liveness)
+    assert ("Init", "Assigning") in result.coverage
+
+
+def test_the_graph_export_draws_every_state_and_marks_the_counterexample(tmp_path: Path) -> None:
+    result = check(Bounds(crashes=1, restarts=1), variant="25379", keep_graph=True)
+    dot = graph_text(result, "dot")
+    assert dot.count(" [label=") - dot.count(" -> ") == result.states  # one line per state
+    assert dot.count("#f4cccc") == len(result.path) + 1  # the root and every state on the path
+    mermaid = graph_text(result, "mermaid")
+    assert mermaid.startswith("flowchart TD")
+    assert mermaid.count("-->|") == sum(len(n.successors) for n in result.nodes)
+    out = runner.invoke(app, ["check", "--admin", "0", "--ticks", "0", "--graph", str(tmp_path / "g.mmd")])
+    assert out.exit_code == 0, out.output
+    drawn = (tmp_path / "g.mmd").read_text().count('["')
+    assert f"explored graph ({drawn:,} states)" in out.output
+    assert runner.invoke(app, ["check", "--graph", str(tmp_path / "g.png")]).exit_code == 2
+
+
+def test_a_memory_bound_stops_the_search_and_says_so() -> None:
+    result = check(Bounds(), max_memory_mb=1)
+    assert not result.complete
+    assert result.stopped == "memory bound 1 MiB"
+    assert result.violation is None
+    assert result.liveness is None  # no liveness verdict on a partial graph
