@@ -114,3 +114,21 @@ def test_compaction_horizon_must_move_forward() -> None:
     topic.compact()
     with pytest.raises(ValueError, match="within"):
         topic.compact(until=0)
+
+
+def test_a_reader_behind_the_horizon_has_nothing_next_when_compaction_left_it_nothing() -> None:
+    topic = Topic()
+    topic.publish(KEY, v(S.Assigning, "b1"))
+    topic.publish(KEY, None)
+    reader = topic.reader("lagging")
+    topic.compact()  # the key ends in a tombstone: the snapshot is empty, the horizon is the end
+    assert reader.lag == 2  # offsets not passed ...
+    assert not reader.has_next()  # ... but nothing to read
+    assert reader.read_next() is None
+    topic.publish(KEY2, v(S.Owned, "b2"))
+    fresh = topic.reader("fresh")
+    assert fresh.has_next()
+    assert fresh.read_next() is not None
+    assert reader.has_next()
+    assert reader.read_next() is not None
+    assert not reader.has_next()

@@ -259,8 +259,9 @@ class SystemTopicTableView(_ViewBase):
 
     @property
     def pending(self) -> int:
-        """Log offsets this view has not passed yet."""
-        return self.reader.lag
+        """Log offsets this view has not passed yet; 0 when there is nothing left to read (a
+        reader behind the compaction horizon may skip the rest)."""
+        return self.reader.lag if self.reader.has_next() else 0
 
     def advance(self, count: int = 1) -> int:
         """Read up to ``count`` messages; returns how many were read."""

@@ -224,7 +224,12 @@ class Reader:
         return f"Reader({self.name!r} at {self.position} of {self.topic.end})"
 
     def has_next(self) -> bool:
-        return self.position < self.topic.end
+        """Whether ``read_next`` would return a message (behind the horizon, the compacted
+        snapshot may have nothing left for this reader while the horizon is the end)."""
+        topic = self.topic
+        if self.read_compacted and self.position < topic.horizon and topic._next_compacted(self.position) is None:
+            return topic.horizon < topic.end
+        return self.position < topic.end
 
     @property
     def lag(self) -> int:
