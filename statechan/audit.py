@@ -38,6 +38,7 @@ from properties.replay import (
     ReplaySettings,
     TraceReplay,
     Value,
+    _new,
 )
 from statechan.keys import BadKeyError, Bundle
 from statechan.model import DEFAULT_MODEL
@@ -312,9 +313,6 @@ class Fold:
 
 def _row_text(row: tuple[Any, ...]) -> str:
     return json.dumps(dict(zip(CHANNEL_COLUMNS[:9], row[:9], strict=True)), default=str)
-
-
-_new = tuple.__new__  # a Value per record, without NamedTuple's Python-level __new__
 
 
 # -- reading --------------------------------------------------------------------------------------------

@@ -25,7 +25,11 @@ from typing import Any, NamedTuple
 from statechan.keys import Bundle, namespace_bundles
 from statechan.states import ServiceUnitState
 from statechan.traces import value_columns
-from statechan.values import VERSION_ID_INIT
+from statechan.values import VERSION_ID_INIT, ServiceUnitStateData
+
+_JSON_NAMES = tuple(f.alias or name for name, f in ServiceUnitStateData.model_fields.items())
+"""A value's JSON field names in declaration order: state, dstBroker, sourceBroker,
+splitServiceUnitToDestBroker, force, timestamp, versionId."""
 
 S = ServiceUnitState
 
@@ -57,15 +61,18 @@ class GenValue(NamedTuple):
     """The split map's child ranges (their destinations are null)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "state": self.state.value,
-            "dstBroker": self.dst_broker,
-            "sourceBroker": self.source_broker,
-            "splitServiceUnitToDestBroker": None if self.split is None else dict.fromkeys(self.split),
-            "force": self.force,
-            "timestamp": self.timestamp,
-            "versionId": self.version_id,
-        }
+        """Pulsar's JSON, named by :class:`ServiceUnitStateData`'s own aliases (no validation: fast)."""
+        split = None if self.split is None else dict.fromkeys(self.split)
+        values = (
+            self.state.value,
+            self.dst_broker,
+            self.source_broker,
+            split,
+            self.force,
+            self.timestamp,
+            self.version_id,
+        )
+        return dict(zip(_JSON_NAMES, values, strict=True))
 
 
 class GenRecord(NamedTuple):
