@@ -40,6 +40,7 @@ from statechan.cluster.actions import (
     Action,
     Compact,
     Crash,
+    Deliver,
     Lookup,
     LoseSession,
     Resign,
@@ -496,6 +497,8 @@ class Node:
     successors: list[tuple[int, Action, tuple[int, ...]]] = field(default_factory=list)
     label: str = ""
     """What the state looks like, kept only for a graph export (``keep_graph``)."""
+    timers_cut: bool = False
+    """A timer was due but the tick budget was spent: where the run goes on is outside the bound."""
 
 
 @dataclass
@@ -551,16 +554,17 @@ def checker_config(bounds: Bounds, store: StoreKind, variant: str) -> SimConfig:
     )
 
 
-def settled(cluster: Cluster) -> bool:
+def settled(cluster: Cluster, views_agree: bool = True) -> bool:
     """Nothing waits to be delivered or run, no bundle is in flight in any running view, and the
-    running brokers' views agree: where every fair run must get back to."""
+    running brokers' views agree (unless ``views_agree`` is off, with ``views-converge`` left
+    out): where every fair run must get back to."""
     if not cluster.quiescent():
         return False
     views = [b.view.data() for b in cluster.brokers.values() if b.alive and b.channel is ChannelState.Started]
     for view in views:
         if any(value.state in cluster.model.in_flight for value in view.values()):
             return False
-    return all(dict(view) == dict(views[0]) for view in views[1:])
+    return not views_agree or all(dict(view) == dict(views[0]) for view in views[1:])
 
 
 def _truth(cluster: Cluster) -> dict[str, ServiceUnitState]:
@@ -598,6 +602,14 @@ def _topic_transitions(cluster: Cluster, start: int, held: dict[str, Any]) -> li
                 pairs.append((before, "Init" if value is None else value.state.name))
             held[message.key] = value
     return pairs
+
+
+def _view_transitions(before: dict[str, Any], after: Any) -> list[tuple[str, str]]:
+    """The keys a view saw for the first time between two of its snapshots, as (Init, state):
+    after a compaction a reader may first see a key mid-life (the table's compaction-cut edges).
+    Its other changes are either the writers' edges again or a lagging reader's version-gap
+    jumps, which are not edges of the table."""
+    return [("Init", after[key].state.name) for key in after.keys() - before.keys()]
 
 
 def _held_values(cluster: Cluster) -> dict[str, Any]:
@@ -654,6 +666,7 @@ def check(
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
     ids = list(invariants) if invariants is not None else simulation_ids()
+    agree = "views-converge" in ids
     result = CheckResult(bounds, store, variant)
     config = checker_config(bounds, store, variant)
     channel = config.channel
@@ -667,7 +680,9 @@ def check(
     root = Cluster(config, picks=[])
     root.trace.clear()
     ids_of: dict[bytes, int] = {fingerprint(root): 0}
-    nodes: list[Node] = [Node(-1, None, (), 0, settled=settled(root), label=state_label(root) if keep_graph else "")]
+    nodes: list[Node] = [
+        Node(-1, None, (), 0, settled=settled(root, agree), label=state_label(root) if keep_graph else "")
+    ]
     spent0: Counter[str] = Counter()
     freezer = _Freezer(root)
     try:
@@ -692,6 +707,8 @@ def check(
             for action in cluster.enabled_actions():
                 kind = budget_kind(action, bounds)
                 if kind == "off" or (kind is not None and spent[kind] >= budget[kind]):
+                    if kind == "tick":
+                        node.timers_cut = True
                     continue
                 width = 1
                 pick = 0
@@ -700,6 +717,8 @@ def check(
                     child.plan = deque([pick])
                     topic_start = child.topic.end
                     truth_before = _truth(child) if cluster.storage is StorageType.MetadataStore else None
+                    reader = child.brokers[action.broker].view if isinstance(action, Deliver) else None
+                    seen_before = dict(reader.data()) if reader is not None else None
                     try:
                         child.step(action)
                     except ValueError:
@@ -725,6 +744,9 @@ def check(
                             for k in after
                             if truth_before.get(k) != after[k] or k not in truth_before
                         ]
+                    if reader is not None and seen_before is not None:
+                        # what the delivering broker's view took: after a compaction, edges no writer takes
+                        pairs = pairs + _view_transitions(seen_before, reader.data())
                     for pair in pairs:
                         result.coverage.setdefault(pair, Counter())[action.kind] += 1
                     print_ = fingerprint(child)
@@ -738,7 +760,7 @@ def check(
                                 action,
                                 child_picks,
                                 node.depth + 1,
-                                settled=settled(child),
+                                settled=settled(child, agree),
                                 label=state_label(child) if keep_graph else "",
                             )
                         )
@@ -803,12 +825,14 @@ def _path(nodes: list[Node], node_id: int) -> tuple[list[Action], list[int]]:
 
 def _liveness(result: CheckResult, nodes: list[Node]) -> None:
     """Every explored state must be able to reach a settled one (under fairness a run cannot stay
-    forever where no settled state is reachable); otherwise report a lasso."""
+    forever where no settled state is reachable); otherwise report a lasso, or the path to a
+    state where nothing can happen. A state whose timers the tick budget cut off counts as able:
+    its future is outside the bound."""
     predecessors: list[list[int]] = [[] for _ in nodes]
     for i, node in enumerate(nodes):
         for j, _, _ in node.successors:
             predecessors[j].append(i)
-    good = [node.settled or not node.expanded for node in nodes]
+    good = [node.settled or not node.expanded or node.timers_cut for node in nodes]
     todo = deque(i for i, ok in enumerate(good) if ok)
     while todo:
         j = todo.popleft()
@@ -826,23 +850,28 @@ def _liveness(result: CheckResult, nodes: list[Node]) -> None:
     tail_actions: list[Action] = []
     tail_picks: list[int] = []
     current = first
-    while True:
+    start = -1
+    while nodes[current].successors:
         nxt, action, edge_picks = nodes[current].successors[0]
         tail_actions.append(action)
         tail_picks.extend(edge_picks)
         if nxt in seen:
+            start = seen[nxt]
             break
         seen[nxt] = len(seen)
         current = nxt
-    start = seen[nxt]
-    loop = tail_actions
+    ending = (
+        f"leads to a loop of {len(tail_actions) - start} step(s)"
+        if start >= 0
+        else f"leads in {len(tail_actions)} step(s) to a state where nothing can happen"
+    )
     result.liveness = (
         f"{len(stuck):,} state(s) cannot reach a settled state (nothing waiting, nothing in flight, "
-        f"views agree); the shortest leads to a loop of {len(loop) - start} step(s)"
+        f"views agree); the shortest {ending}"
     )
     result.path = path + tail_actions
     result.picks = picks + tail_picks
-    result.lasso = len(path) + start
+    result.lasso = len(path) + start if start >= 0 else -1
 
 
 # -- a picture of a small explored graph ---------------------------------------------------------

@@ -185,3 +185,28 @@ def test_a_memory_bound_stops_the_search_and_says_so() -> None:
     assert result.stopped == "memory bound 1 MiB"
     assert result.violation is None
     assert result.liveness is None  # no liveness verdict on a partial graph
+
+
+def test_a_state_where_nothing_can_happen_is_reported_unless_the_tick_budget_cut_it_off() -> None:
+    a, b = Lookup("b", "k"), RunTask("b")
+
+    def graph(cut: bool) -> list[Node]:
+        nodes = [
+            Node(-1, None, (), 0, expanded=True),
+            Node(0, a, (), 1, expanded=True),
+            Node(1, b, (), 2, expanded=True, timers_cut=cut),  # nothing enabled, not settled
+            Node(0, b, (), 1, settled=True, expanded=True),
+        ]
+        nodes[0].successors = [(1, a, ()), (3, b, ())]
+        nodes[1].successors = [(2, b, ())]
+        return nodes
+
+    result = CheckResult(SMALL, StoreKind.system_topic, "current")
+    _liveness(result, graph(cut=False))
+    assert result.liveness is not None
+    assert "leads in 1 step(s) to a state where nothing can happen" in result.liveness
+    assert result.path == [a, b]
+    assert result.lasso == -1
+    cut_off = CheckResult(SMALL, StoreKind.system_topic, "current")
+    _liveness(cut_off, graph(cut=True))
+    assert cut_off.liveness is None

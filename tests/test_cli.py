@@ -104,6 +104,8 @@ def test_demo_prints_graph_and_resolver_answers() -> None:
     assert "stale-version" in result.output
     assert "accepted-version-gap" in result.output
     assert "FAIL" not in result.output
+    assert "no invariant broken; every state can settle" in result.output  # the checker's proof
+    assert "broken: in-flight-acted-on" in result.output  # and the bug it finds
 
 
 def test_check_docs_detects_stale_files(tmp_path: object) -> None:

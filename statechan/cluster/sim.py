@@ -1256,11 +1256,10 @@ class Cluster:
 
     def _work_actions(self) -> list[Action]:
         work: list[Action] = []
-        end = self.topic.end
         for broker_id, broker in self.brokers.items():
             if broker.alive:
                 reader = broker.reader
-                if reader is not None and reader.position < end:
+                if reader is not None and reader.has_next():
                     work.append(Deliver(broker_id))
                 if broker.client.pending:
                     work.append(Notify(broker_id))
