@@ -9,6 +9,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from properties.catalogue import simulation_ids
 from statechan.checker import Bounds, CheckResult, Fingerprinter, Node, _liveness, check, graph_text
 from statechan.cli import app
 from statechan.cluster import Cluster, Lookup, RunTask, SimConfig, StoreKind
@@ -210,3 +211,20 @@ def test_a_state_where_nothing_can_happen_is_reported_unless_the_tick_budget_cut
     cut_off = CheckResult(SMALL, StoreKind.system_topic, "current")
     _liveness(cut_off, graph(cut=True))
     assert cut_off.liveness is None
+
+
+def test_unload_tombstone_and_compaction_cut_edges_are_covered_past_finding_1() -> None:
+    bounds = Bounds(admin_kinds=("unload",), compactions=1, ticks=3, tombstone_delay_s=30)
+    # a reader behind the compaction horizon misses the Free key's tombstone (finding 1) ...
+    found = check(bounds)
+    assert found.violation is not None
+    assert found.violation.startswith("views-converge")
+    # ... and past it, the rest of the space is safe and live and takes the unload edges
+    ids = [i for i in simulation_ids() if i != "views-converge"]
+    result = check(bounds, invariants=ids)
+    assert result.complete
+    assert result.ok, (result.violation, result.liveness)
+    taken = {pair for pair, counts in result.coverage.items() if sum(counts.values())}
+    assert {("Releasing", "Free"), ("Free", "Init"), ("Init", "Free"), ("Init", "Releasing")} <= taken
+    assert result.coverage[("Free", "Init")]["tick"] > 0  # the monitor's tombstone
+    assert result.coverage[("Init", "Free")]["deliver"] > 0  # a reader starting from the snapshot
