@@ -423,24 +423,43 @@ def state_text(cluster: Cluster, cap: int, renaming: dict[int, int] | None = Non
 
 
 class Fingerprinter:
-    """Fingerprints of states, optionally the least over every renaming of the broker ids."""
+    """Fingerprints of states, optionally the least over renamings of the broker ids.
+
+    Not every renaming is tried: each broker gets a signature that no renaming changes (its own
+    part of the state with every broker id blanked out), and only the renamings that number the
+    brokers in signature order are rendered — every order among equal signatures. Renamed
+    states have the same signatures, so they get the same candidates and the same least text."""
 
     def __init__(self, brokers: int, cap: int, symmetry: bool) -> None:
         self.cap = cap
-        numbers = list(range(1, brokers + 1))
-        self.tables: list[dict[int, str] | None] = (
-            [
-                {_PLACEHOLDER + a: chr(_PLACEHOLDER + b) for a, b in zip(numbers, perm, strict=True)}
-                for perm in itertools.permutations(numbers)
-            ]
-            if symmetry and brokers > 1
-            else [None]
-        )
+        self.symmetry = symmetry and brokers > 1
 
     def __call__(self, cluster: Cluster) -> bytes:
         parts = state_parts(cluster, self.cap)
-        best = min(render(parts, table) for table in self.tables)
+        tables: list[dict[int, str] | None] = self.candidates(parts) if self.symmetry else [None]
+        best = min(render(parts, table) for table in tables)
         return hashlib.blake2b(best.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+    @staticmethod
+    def candidates(parts: Parts) -> list[dict[int, str] | None]:
+        """The renamings worth rendering, as ``str.translate`` tables."""
+        group = parts[parts.index("brokers=") + 1]
+        if type(group) is not _Sorted:
+            return [None]
+        signed: list[tuple[str, int]] = []
+        for item in group:
+            text = render(item, None)
+            own = _BROKER_MARK.search(text)  # the item starts with the broker's own id
+            if own is None:
+                return [None]
+            signed.append((_BROKER_MARK.sub("\ue000", text), ord(own.group()) - _PLACEHOLDER))
+        signed.sort()
+        runs = [[number for _, number in run] for _, run in itertools.groupby(signed, key=lambda x: x[0])]
+        tables: list[dict[int, str] | None] = []
+        for orders in itertools.product(*(itertools.permutations(run) for run in runs)):
+            sequence = [number for order in orders for number in order]
+            tables.append({_PLACEHOLDER + old: chr(_PLACEHOLDER + new) for new, old in enumerate(sequence, 1)})
+        return tables
 
 
 # -- the search ----------------------------------------------------------------------------------

@@ -525,8 +525,8 @@ def check_command(
     max_states: Annotated[int, typer.Option(min=1, help="Stop after this many distinct states.")] = 1_000_000,
     max_seconds: Annotated[float | None, typer.Option(min=0.1, help="Stop after this long.")] = None,
     max_memory: Annotated[
-        int | None, typer.Option(min=64, help="Stop when the process holds more than this many MiB.")
-    ] = None,
+        int, typer.Option(min=64, help="Stop when the process holds more than this many MiB.")
+    ] = 4_096,
     measure_symmetry: Annotated[
         bool, typer.Option(help="Also count states without symmetry, for the reduction factor (slower).")
     ] = False,
