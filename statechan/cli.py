@@ -17,6 +17,7 @@ from rich.table import Table
 
 from properties.replay import CLEANUP_TIMEOUT_MS, IN_FLIGHT_TIMEOUT_MS, TOMBSTONE_TIMEOUT_MS
 from statechan.clock import Clock
+from statechan.cluster.config import VARIANTS
 from statechan.docs import stale_docs, write_docs
 from statechan.graph import check_graph, dot, mermaid
 from statechan.model import DEFAULT_MODEL, ModelError, ProtocolModel, builtin_model_names, load_model
@@ -39,6 +40,9 @@ app = typer.Typer(
 # Piped output (make demo, CI logs) gets a fixed, readable width instead of rich's 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 132)
 err = Console(stderr=True)
+VARIANT_HELP = "current, or a historical bug put back, by PR: " + ", ".join(
+    v for v in sorted(VARIANTS) if v != "current"
+)
 
 
 class Storage(enum.Enum):
@@ -400,7 +404,7 @@ def simulate_command(
     store: Annotated[StoreChoice, typer.Option(help="Table view the brokers use; both = with the syncer.")] = (
         StoreChoice.system_topic
     ),
-    variant: Annotated[str, typer.Option(help="current, or a historical bug by PR number.")] = "current",
+    variant: Annotated[str, typer.Option(help=VARIANT_HELP)] = "current",
     crashes: Annotated[float, typer.Option(min=0.0, help="Broker crashes per hour.")] = 0.25,
     session_losses: Annotated[float, typer.Option(min=0.0, help="Metadata session losses per hour.")] = 0.25,
     shutdowns: Annotated[float, typer.Option(min=0.0, help="Graceful shutdowns per hour.")] = 0.1,
@@ -416,7 +420,7 @@ def simulate_command(
     zookeeper: Annotated[
         str | None,
         typer.Option(
-            help="Run the metadata store on this real ZooKeeper (HOST:PORT[/ROOT]; needs the zk extra); "
+            help="Run the metadata store on this real ZooKeeper (HOST:PORT, or HOST:PORT/ROOT; needs the zk extra); "
             "the run's nodes go under ROOT, or a fresh /statechan-… path that is printed."
         ),
     ] = None,
@@ -516,11 +520,16 @@ def check_command(
     tombstone_delay: Annotated[
         int, typer.Option(min=30, help="Seconds before Free/Deleted are tombstoned (Pulsar: 3600).")
     ] = 3_600,
-    untimely: Annotated[bool, typer.Option(help="Drop the timing assumption: timers race any backlog.")] = False,
+    untimely: Annotated[
+        bool, typer.Option("--untimely", help="Drop the timing assumption: timers race any backlog.")
+    ] = False,
     store: Annotated[StoreChoice, typer.Option(help="Table view the brokers use; both = with the syncer.")] = (
         StoreChoice.system_topic
     ),
-    variant: Annotated[str, typer.Option(help="current, or a historical bug by PR number.")] = "current",
+    variant: Annotated[
+        str,
+        typer.Option(help=VARIANT_HELP),
+    ] = "current",
     symmetry: Annotated[bool, typer.Option("--symmetry/--no-symmetry", help="Broker symmetry reduction.")] = True,
     max_states: Annotated[int, typer.Option(min=1, help="Stop after this many distinct states.")] = 1_000_000,
     max_seconds: Annotated[float | None, typer.Option(min=0.1, help="Stop after this long.")] = None,
@@ -837,7 +846,10 @@ app.add_typer(capture_app, name="capture")
 @capture_app.command("zk")
 def capture_zk_command(
     hosts: Annotated[
-        str, typer.Option(help="ZooKeeper connect string, host:port[,host:port][/root] (root: a chroot).")
+        str,
+        typer.Option(
+            help="ZooKeeper connect string, host:port, several joined by commas, optionally ending in /root (a chroot)."
+        ),
     ],
     out: Annotated[Path, typer.Option(help="Where to write the trace: .jsonl or .jsonl.gz.")],
     timeout: Annotated[float, typer.Option(min=0.1, help="Seconds to wait for the connection.")] = 10.0,

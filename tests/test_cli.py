@@ -117,3 +117,20 @@ def test_check_docs_detects_stale_files(tmp_path: object) -> None:
     assert runner.invoke(app, ["graph", "--check-docs", str(root)]).exit_code == 0
     (root / "state-graph.md").write_text("edited by hand")
     assert runner.invoke(app, ["graph", "--check-docs", str(root)]).exit_code == 1
+
+
+def test_every_command_prints_its_help() -> None:
+    """Rich reads option help as markup: a stray ``[/x]`` breaks ``--help`` at run time."""
+    import typer.main
+
+    group = typer.main.get_command(app)
+    names = list(getattr(group, "commands", {}))
+    assert {"check", "simulate", "audit", "replay"} <= set(names)
+    for name in names:
+        result = runner.invoke(app, [name, "--help"])
+        assert result.exit_code == 0, (name, result.output, result.exception)
+        assert "Usage" in result.output
+        sub = getattr(getattr(group, "commands", {})[name], "commands", {})
+        for child in sub:
+            nested = runner.invoke(app, [name, child, "--help"])
+            assert nested.exit_code == 0, (name, child, nested.exception)
