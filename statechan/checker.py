@@ -602,6 +602,17 @@ def _truth(cluster: Cluster) -> dict[str, ServiceUnitState]:
     return {}
 
 
+def _store_transitions(
+    before: dict[str, ServiceUnitState], after: dict[str, ServiceUnitState]
+) -> list[tuple[str, str]]:
+    """The (from, to) pairs between two snapshots of the store's nodes; a deleted node is Init."""
+    return [
+        (before[k].name if k in before else "Init", after[k].name if k in after else "Init")
+        for k in sorted(before.keys() | after.keys())
+        if before.get(k) is not after.get(k)
+    ]
+
+
 def _topic_transitions(cluster: Cluster, start: int, held: dict[str, Any]) -> list[tuple[str, str]]:
     """The accepted (from, to) pairs among the topic's messages from offset ``start``."""
     from statechan.resolver import decide, rules_for
@@ -758,11 +769,7 @@ def check(
                     else:
                         after = _truth(child)
                         assert truth_before is not None
-                        pairs = [
-                            (truth_before[k].name if k in truth_before else "Init", after[k].name)
-                            for k in after
-                            if truth_before.get(k) != after[k] or k not in truth_before
-                        ]
+                        pairs = _store_transitions(truth_before, after)
                     if reader is not None and seen_before is not None:
                         # what the delivering broker's view took: after a compaction, edges no writer takes
                         pairs = pairs + _view_transitions(seen_before, reader.data())

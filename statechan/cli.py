@@ -679,9 +679,16 @@ def _print_coverage(coverage: dict[tuple[str, str], Counter[str]], model: str, s
             pair[1],
             f"{total:,}" if total else "[yellow]0[/yellow]",
             ", ".join(f"{k} {v:,}" for k, v in counts.most_common()),
-            ", ".join(declared[pair]) if pair in declared else "[red]not declared![/red]",
+            ", ".join(declared[pair]) if pair in declared else _undeclared(pair, storage),
         )
     console.print(table)
+
+
+def _undeclared(pair: tuple[str, str], storage: StorageType) -> str:
+    if pair[0] == "Init" and storage is StorageType.MetadataStore:
+        # section 3 of the reference: with no previous value the resolver returns before the table
+        return "not in the table: a first value (split children), accepted without it"
+    return "[red]not declared![/red]"
 
 
 @app.command("replay")

@@ -232,3 +232,16 @@ def test_unload_tombstone_and_compaction_cut_edges_are_covered_past_finding_1() 
     assert {("Releasing", "Free"), ("Free", "Init"), ("Init", "Free"), ("Init", "Releasing")} <= taken
     assert result.coverage[("Free", "Init")]["tick"] > 0  # the monitor's tombstone
     assert result.coverage[("Init", "Free")]["deliver"] > 0  # a reader starting from the snapshot
+
+
+def test_store_coverage_counts_a_deleted_node_as_back_to_init() -> None:
+    from statechan.checker import _store_transitions
+    from statechan.states import ServiceUnitState as S
+
+    before = {"a": S.Owned, "b": S.Deleted, "c": S.Assigning}
+    after = {"a": S.Releasing, "c": S.Assigning, "d": S.Owned}
+    assert _store_transitions(before, after) == [
+        ("Owned", "Releasing"),
+        ("Deleted", "Init"),
+        ("Init", "Owned"),
+    ]
