@@ -12,7 +12,8 @@ A state is fingerprinted by a canonical walk of the cluster's objects that leave
 not change behaviour (the history, the trace, statistics, sequence numbers) and keeps times
 relative to the clock, capped beyond the longest timeout — so a monitor tick that changes
 nothing leads back to a state already seen. With symmetry on, the fingerprint is the least over
-every renaming of the broker ids (brokers are interchangeable but for what the state says).
+the renamings of the broker ids that order the brokers by a renaming-invariant signature
+(brokers are interchangeable but for what the state says).
 """
 
 from __future__ import annotations
@@ -126,7 +127,8 @@ class Bounds(BaseModel):
         return ", ".join(parts)
 
 
-_ADMIN = {"transfer": Transfer, "split": Split, "unload": Unload}
+ADMIN_KINDS = ("transfer", "split", "unload")
+"""The admin operations a bound may allow (``Bounds.admin_kinds``), by their action kind."""
 _BUDGETED: dict[type[Action], str] = {
     Lookup: "lookup",
     Crash: "crash",
@@ -201,9 +203,9 @@ TIME_FLOOR = 10**12
 _FUNCTIONS = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, type, random.Random)
 _BROKER = re.compile(r"broker-(\d+):8080")
 _PLACEHOLDER = 0xE000
-_BROKER_MARK = re.compile("[\ue001-\ue0ff]")
 """Broker ``n`` is written as the private-use character ``chr(_PLACEHOLDER + n)``, so a renaming
 is one ``str.translate``."""
+_BROKER_MARK = re.compile("[\ue001-\ue0ff]")
 
 
 def _placeholder(match: re.Match[str]) -> str:
@@ -222,12 +224,12 @@ class _Walker:
     """Writes the canonical parts of an object graph: times relative to ``now`` (capped), broker
     ids as placeholders, frozen values in full wherever they occur, and a second reference to
     any other object as its distance back in the walk (so two brokers' identical subtrees read
-    the same). ``anchors`` are the singletons, referred to by name."""
+    the same). Objects marked in ``seen`` with a name (the singletons) are referred to by it."""
 
-    def __init__(self, now: int, cap: int, anchors: dict[int, str]) -> None:
+    def __init__(self, now: int, cap: int) -> None:
         self.now = now
         self.cap = cap
-        self.seen: dict[int, int | str] = dict(anchors)
+        self.seen: dict[int, int | str] = {}
         self.count = 0
         self.values: dict[int, Parts] = {}
 
@@ -381,25 +383,17 @@ def render(parts: Parts, table: dict[int, str] | None) -> str:
     return "".join(pieces)
 
 
-def _anchors(cluster: Cluster) -> dict[int, str]:
-    anchors = {id(cluster): "cluster", id(cluster.store): "store", id(cluster.clock): "clock"}
-    topic = getattr(cluster, "topic", None)
-    if topic is not None:
-        anchors[id(topic)] = "topic"
-    return anchors
-
-
 def state_parts(cluster: Cluster, cap: int) -> Parts:
-    """The canonical parts of the cluster's state: the shared topic and store first, then the rest."""
-    walker = _Walker(cluster.clock.now_ms(), cap, {})
+    """The canonical parts of the cluster's state: the shared clock, store and topic first (then
+    referred to by name), then the rest."""
+    walker = _Walker(cluster.clock.now_ms(), cap)
     out: Parts = []
-    for name, ident in sorted((name, ident) for ident, name in _anchors(cluster).items()):
-        if name == "cluster":
-            continue
-        obj = {"store": cluster.store, "clock": cluster.clock, "topic": getattr(cluster, "topic", None)}[name]
+    shared = [("clock", cluster.clock), ("store", cluster.store), ("topic", getattr(cluster, "topic", None))]
+    for name, obj in shared:
         out.append(name + "=")
         walker.walk(obj, out)
-        walker.seen[ident] = name
+        if obj is not None:
+            walker.seen[id(obj)] = name
         out.append(";")
     walker.seen[id(cluster)] = "cluster"
     walker.count += 1
@@ -412,14 +406,6 @@ def state_parts(cluster: Cluster, cap: int) -> Parts:
         out.append(";")
     out.append(")")
     return out
-
-
-def state_text(cluster: Cluster, cap: int, renaming: dict[int, int] | None = None) -> str:
-    """The canonical text of the cluster's state (brokers renamed ``n -> renaming[n]``)."""
-    table = None
-    if renaming is not None:
-        table = {_PLACEHOLDER + a: chr(_PLACEHOLDER + b) for a, b in renaming.items()}
-    return render(state_parts(cluster, cap), table)
 
 
 class Fingerprinter:
@@ -596,8 +582,9 @@ def _truth(cluster: Cluster) -> dict[str, ServiceUnitState]:
             if path.startswith(PATH_PREFIX + "/"):
                 node = cluster.store.get(path)
                 key = key_of(path)
-                if node is not None and key is not None:
-                    out[key] = ServiceUnitStateData.model_validate_json(node[0]).state
+                value = _decode(node[0]) if node is not None else None
+                if value is not None and key is not None:
+                    out[key] = value.state
         return out
     return {}
 
@@ -640,22 +627,6 @@ def _view_transitions(before: dict[str, Any], after: Any) -> list[tuple[str, str
     Its other changes are either the writers' edges again or a lagging reader's version-gap
     jumps, which are not edges of the table."""
     return [("Init", after[key].state.name) for key in after.keys() - before.keys()]
-
-
-def _held_values(cluster: Cluster) -> dict[str, Any]:
-    from statechan.resolver import decide, rules_for
-
-    rules = rules_for(cluster.storage, cluster.model)
-    held: dict[str, Any] = {}
-    for offset in range(cluster.topic.end):
-        message = cluster.topic.message(offset)
-        try:
-            value = message.value()
-        except ValueError:
-            continue
-        if decide(rules, held.get(message.key), value, True).accepted:
-            held[message.key] = value
-    return held
 
 
 def resident_mb() -> float:
@@ -713,11 +684,14 @@ def check(
     nodes: list[Node] = [
         Node(-1, None, (), 0, settled=settled(root, agree), label=state_label(root) if keep_graph else "")
     ]
-    spent0: Counter[str] = Counter()
+    if keep_graph:
+        result.nodes = nodes
+    held0: dict[str, Any] = {}
+    _topic_transitions(root, 0, held0)
     freezer = _Freezer(root)
     try:
         queue: deque[tuple[int, bytes, Counter[str], dict[str, Any]]] = deque(
-            [(0, freezer.freeze(root), spent0, _held_values(root))]
+            [(0, freezer.freeze(root), Counter(), held0)]
         )
 
         def fail(node_id: int, message: str) -> None:
@@ -734,21 +708,21 @@ def check(
                 result.complete = False
                 result.stopped = result.stopped or f"depth bound {bounds.depth}"
                 continue
+            topic_start = cluster.topic.end
+            truth_before = _truth(cluster)
             for action in cluster.enabled_actions():
                 kind = budget_kind(action, bounds)
                 if kind == "off" or (kind is not None and spent[kind] >= budget[kind]):
                     if kind == "tick":
                         node.timers_cut = True
                     continue
+                reader = action.broker if isinstance(action, Deliver) else None
+                seen_before = dict(cluster.brokers[reader].view.data()) if reader is not None else {}
                 width = 1
                 pick = 0
                 while pick < width:
                     child = freezer.thaw(frozen)
                     child.plan = deque([pick])
-                    topic_start = child.topic.end
-                    truth_before = _truth(child) if cluster.storage is StorageType.MetadataStore else None
-                    reader = child.brokers[action.broker].view if isinstance(action, Deliver) else None
-                    seen_before = dict(reader.data()) if reader is not None else None
                     try:
                         child.step(action)
                     except ValueError:
@@ -767,12 +741,10 @@ def check(
                         child_held = dict(held)
                         pairs = _topic_transitions(child, topic_start, child_held)
                     else:
-                        after = _truth(child)
-                        assert truth_before is not None
-                        pairs = _store_transitions(truth_before, after)
-                    if reader is not None and seen_before is not None:
+                        pairs = _store_transitions(truth_before, _truth(child))
+                    if reader is not None:
                         # what the delivering broker's view took: after a compaction, edges no writer takes
-                        pairs = pairs + _view_transitions(seen_before, reader.data())
+                        pairs = pairs + _view_transitions(seen_before, child.brokers[reader].view.data())
                     for pair in pairs:
                         result.coverage.setdefault(pair, Counter())[action.kind] += 1
                     print_ = fingerprint(child)
@@ -831,8 +803,6 @@ def check(
 
 
 def _finish(result: CheckResult, nodes: list[Node], started: float) -> CheckResult:
-    if nodes and nodes[0].label:
-        result.nodes = nodes
     result.states = len(nodes)
     result.seconds = time.perf_counter() - started
     return result

@@ -552,28 +552,29 @@ def check_command(
     """Explore every run of a small cluster within the bounds (breadth first, so a counterexample
     is a shortest one), check every cluster invariant on every state, and check that every state
     can still settle (liveness). Exit 0 when nothing breaks, 1 on a counterexample."""
-    from statechan.checker import Bounds, check, graph_text
-    from statechan.cluster.config import VARIANTS, StoreKind
+    from properties.catalogue import simulation_ids
+    from statechan.checker import ADMIN_KINDS, Bounds, check, graph_text
+    from statechan.cluster.config import StoreKind
     from statechan.cluster.runfile import save_run as write_run
     from statechan.cluster.timeline import build_timeline, format_timeline
 
     if variant not in VARIANTS:
         err.print(f"[red]error:[/red] --variant: unknown {variant!r}; choose from {', '.join(VARIANTS)}")
         raise typer.Exit(2)
-    from properties.catalogue import simulation_ids
-
-    unknown_ids = sorted(set(skip or ()) - set(simulation_ids()))
+    cluster_ids = simulation_ids()
+    unknown_ids = sorted(set(skip or ()) - set(cluster_ids))
     if unknown_ids:
         err.print(
-            f"[red]error:[/red] --skip: unknown {', '.join(unknown_ids)}; cluster invariants: "
-            f"{', '.join(simulation_ids())}"
+            f"[red]error:[/red] --skip: unknown {', '.join(unknown_ids)}; cluster invariants: {', '.join(cluster_ids)}"
         )
         raise typer.Exit(2)
-    invariants = [i for i in simulation_ids() if i not in set(skip or ())]
+    invariants = [i for i in cluster_ids if i not in set(skip or ())]
     kinds = tuple(k.strip() for k in admin_kinds.split(",") if k.strip())
-    unknown = [k for k in kinds if k not in ("transfer", "split", "unload")]
+    unknown = [k for k in kinds if k not in ADMIN_KINDS]
     if unknown:
-        err.print(f"[red]error:[/red] --admin-kinds: unknown {', '.join(unknown)}; choose from transfer, split, unload")
+        err.print(
+            f"[red]error:[/red] --admin-kinds: unknown {', '.join(unknown)}; choose from {', '.join(ADMIN_KINDS)}"
+        )
         raise typer.Exit(2)
     bounds = Bounds(
         brokers=brokers,
@@ -628,11 +629,8 @@ def check_command(
         f"{result.rate:,.0f} states/s{reduction}",
         highlight=False,
     )
-    _print_coverage(
-        result.coverage,
-        result.config().variant.model,
-        StorageType.MetadataStore if store is StoreChoice.metadata_store else StorageType.SystemTopic,
-    )
+    config = result.config()
+    _print_coverage(result.coverage, config.variant.model, config.storage)
     if graph is not None and graph_format is not None:
         graph.write_text(graph_text(result, graph_format), encoding="utf-8")
         console.print(f"explored graph ({result.states:,} states) written to {graph}", highlight=False)
@@ -649,7 +647,7 @@ def check_command(
             console.print("no invariant broken; every state can settle", highlight=False)
         return
     problem = result.violation or result.liveness or ""
-    steps = build_timeline(result.config(), result.path, None, stop_at_violation=False, picks=result.picks)
+    steps = build_timeline(config, result.path, None, stop_at_violation=False, picks=result.picks)
     if result.lasso >= 0:
         for step in steps[result.lasso :]:
             step.action = "(loop) " + step.action
@@ -657,7 +655,7 @@ def check_command(
     console.print(f"[red]{'broken' if result.violation else 'liveness'}:[/red] ", end="")
     console.print(problem, markup=False, highlight=False)
     if save_run is not None:
-        write_run(save_run, result.config(), result.path, note=f"statechan check: {problem}", picks=result.picks)
+        write_run(save_run, config, result.path, note=f"statechan check: {problem}", picks=result.picks)
         console.print(f"saved to {save_run}; statechan replay {save_run}", highlight=False)
     raise typer.Exit(1)
 

@@ -8,6 +8,7 @@ import enum
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from statechan.model import DEFAULT_MODEL
+from statechan.states import StorageType
 
 
 class StoreKind(enum.Enum):
@@ -128,6 +129,11 @@ class SimConfig(BaseModel):
         description="a timing assumption: no timer fires more than this long after work (a delivery, "
         "a notification, a task) became waiting; None lets timers race any backlog",
     )
+
+    @property
+    def storage(self) -> StorageType:
+        """The storage whose table the brokers' views apply (``both`` runs the system topic)."""
+        return StorageType.MetadataStore if self.store is StoreKind.metadata_store else StorageType.SystemTopic
 
     def broker_ids(self) -> list[str]:
         return [f"broker-{i}:8080" for i in range(1, self.brokers + 1)]

@@ -778,7 +778,7 @@ class Cluster:
             self.plan = deque(picks)
             self.rng = _Picks(self)
         self.model = load_model(cfg.variant.model)
-        self.storage = StorageType.MetadataStore if cfg.store is StoreKind.metadata_store else StorageType.SystemTopic
+        self.storage = cfg.storage
         self.model.rules(self.storage)  # fails early if the model has no table for the store
         self.topic = Topic(clock=self.clock)
         self.topic.compaction_threshold = cfg.compaction_threshold
