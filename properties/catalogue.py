@@ -26,6 +26,7 @@ from properties.replay import (
     DeadlineCheck,
     Dwell,
     DwellCheck,
+    FiresAfter,
     Looks,
     Namespace,
     RecordChecks,
@@ -116,6 +117,8 @@ class Invariant:
     deadline_check: DeadlineCheck | None = None
     looks_at: Looks = None
     """The states the record form can fire on (None: any); see :data:`properties.replay.Looks`."""
+    fires_after: FiresAfter = None
+    """A dwell form fires only on dwells longer than this; see :data:`properties.replay.FiresAfter`."""
 
     @property
     def has_record_form(self) -> bool:
@@ -180,16 +183,18 @@ def record_invariant(
     guards: Iterable[str] = (),
     default: bool = True,
     looks_at: Looks = None,
+    fires_after: FiresAfter = None,
 ) -> Callable[[Callable[..., list[Violation]]], Callable[..., list[Violation]]]:
     """Declare an invariant over replayed records, or the record form of a declared cluster one.
 
     ``on`` names the event it looks at: each accepted ``step``, each ``dwell`` (a state held until
     the next accepted record or the trace's end), each clean-up ``deadline``. ``looks_at`` (steps
-    and dwells) names the states it can fire on, so the replay skips the call for the others.
+    and dwells) names the states it can fire on, so the replay skips the call for the others;
+    ``fires_after`` (dwells) the longest dwell it never fires on, so the replay skips shorter ones.
     """
 
     def register(check: Callable[..., list[Violation]]) -> Callable[..., list[Violation]]:
-        forms = {f"{on}_check": check, "record_statement": statement, "looks_at": looks_at}
+        forms = {f"{on}_check": check, "record_statement": statement, "looks_at": looks_at, "fires_after": fires_after}
         existing = CATALOGUE.get(id)
         if existing is None:
             _register(Invariant(id, statement, tuple(guards), "records", default=default, **forms))  # type: ignore[arg-type]
@@ -558,30 +563,35 @@ def _splitting_parent(parent: Bundle, value: ValueView, child: Bundle) -> bool:
     "An accepted record makes a key active while another key of the same namespace with an "
     "overlapping hash range is active, and neither is the Splitting parent of the other.",
     on="step",
-    looks_at=("active",),
+    looks_at=("becomes-active",),
 )
 def single_owner_records(step: Step, ns: Namespace) -> list[Violation]:
     if not _becomes_active(step, ns):
         return []
     value = step.value
     assert value is not None
-    bundle = step.bundle
-    for other_key in sorted(ns.active):
-        other = ns.bundles[other_key]
-        if other_key == step.key or not bundle.overlaps(other):
-            continue
-        other_value = ns.held[other_key].value
-        if _splitting_parent(other, other_value, bundle) or _splitting_parent(bundle, value, other):
-            continue
-        return [
-            Violation(
-                "single-owner",
-                f"becomes {_brief(value)} while overlapping {other_key} is {_brief(other_value)}",
-                step.key,
-                step.offset,
-            )
-        ]
-    return []
+    bundle, key, held, bundles = step.bundle, step.key, ns.held, ns.bundles
+    lower, upper = bundle.lower, bundle.upper
+    clashing = [
+        other_key
+        for other_key in ns.active
+        if (other := bundles[other_key]).lower < upper  # overlaps (one namespace, so ranges only)
+        and lower < other.upper
+        and other_key != key
+        and not _splitting_parent(other, held[other_key].value, bundle)
+        and not _splitting_parent(bundle, value, other)
+    ]
+    if not clashing:
+        return []
+    other_key = min(clashing)  # the report names the same key whatever the set's order
+    return [
+        Violation(
+            "single-owner",
+            f"becomes {_brief(value)} while overlapping {other_key} is {_brief(held[other_key].value)}",
+            key,
+            step.offset,
+        )
+    ]
 
 
 @record_invariant(
@@ -589,7 +599,7 @@ def single_owner_records(step: Step, ns: Namespace) -> list[Violation]:
     "After an accepted Deleted, the key becomes active (Owned, Assigning, Releasing, Splitting) again "
     "before a tombstone.",
     on="step",
-    looks_at=("active",),
+    looks_at=("becomes-active",),
     guards=["#19546", "#19490"],
 )
 def no_resurrection(step: Step, ns: Namespace) -> list[Violation]:
@@ -713,6 +723,7 @@ def _dwelt(dwell: Dwell, limit_ms: int, what: str, invariant_id: str) -> list[Vi
     "next accepted record, or until the trace's last time.",
     on="dwell",
     looks_at=("in-flight",),
+    fires_after=lambda settings: settings.in_flight_timeout_ms,
     guards=["#19988", "#21332", "#23349"],
 )
 def stuck_in_flight(dwell: Dwell, ns: Namespace) -> list[Violation]:
@@ -726,6 +737,7 @@ def stuck_in_flight(dwell: Dwell, ns: Namespace) -> list[Violation]:
     "A key stays Free or Deleted longer than the tombstone timeout (default 3660 s) without a tombstone.",
     on="dwell",
     looks_at=("Free", "Deleted"),
+    fires_after=lambda settings: settings.tombstone_timeout_ms,
     guards=["#22743"],
 )
 def lingering_semi_terminal(dwell: Dwell, ns: Namespace) -> list[Violation]:
@@ -847,7 +859,7 @@ def record_checks(ids: Iterable[str] | None = None) -> RecordChecks:
     chosen = _chosen(ids)
     return RecordChecks(
         steps=tuple((inv.step_check, inv.looks_at) for inv in chosen if inv.step_check is not None),
-        dwells=tuple((inv.dwell_check, inv.looks_at) for inv in chosen if inv.dwell_check is not None),
+        dwells=tuple((inv.dwell_check, inv.looks_at, inv.fires_after) for inv in chosen if inv.dwell_check is not None),
         deadlines=tuple(inv.deadline_check for inv in chosen if inv.deadline_check is not None),
     )
 

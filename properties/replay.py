@@ -38,6 +38,7 @@ CLEANUP_TIMEOUT_MS = 300_000
 """After a broker unregisters, until its bundles have moved."""
 TOMBSTONE_TIMEOUT_MS = 3_660_000
 """Free or Deleted until the leader tombstones it: the 3,600 s delay plus a monitor period."""
+_NEVER = float("inf")
 
 
 class ReplaySettings(BaseModel):
@@ -139,20 +140,27 @@ class Registry:
             self._states[broker] = [r for _, _, r in history]
             self.unregistrations.extend((o, t, broker) for o, t, r in history if not r)
         self.unregistrations.sort()
-
-    @property
-    def present(self) -> bool:
+        self.present = bool(self._offsets)
         """Whether the trace has registry records at all (the registry checks are skipped without)."""
-        return bool(self._offsets)
+        self._answered: dict[str, tuple[float, float, bool]] = {}
+        """Per broker, the last answer and the offsets (after, up to) it holds for: a replay asks
+        in offset order, so one registration interval answers most questions."""
 
     def registered_at(self, broker: str | None, offset: int) -> bool:
         """Whether ``broker`` is registered when the record at ``offset`` is written."""
-        offsets = self._offsets.get(broker or "")
+        name = broker or ""
+        answered = self._answered.get(name)
+        if answered is not None and answered[0] < offset <= answered[1]:
+            return answered[2]
+        offsets = self._offsets.get(name)
         if offsets is None:
             return False
-        states = self._states[broker or ""]
+        states = self._states[name]
         i = bisect.bisect_left(offsets, offset)
-        return states[i - 1] if i > 0 else not states[0]
+        registered = states[i - 1] if i > 0 else not states[0]
+        after = offsets[i - 1] if i > 0 else -_NEVER
+        self._answered[name] = (after, offsets[i] if i < len(offsets) else _NEVER, registered)
+        return registered
 
     def registers_again(self, broker: str, after_offset: int, until: int) -> bool:
         """Whether ``broker`` registers again after the event at ``after_offset``, by time ``until``
@@ -179,9 +187,15 @@ DeadlineCheck = Callable[[Deadline, "Namespace"], list[Violation]]
 
 
 Looks = tuple[str, ...] | None
-"""The values a step or dwell invariant looks at: state names, ``active``, ``in-flight`` and
-``tombstone`` (steps only); None for every one. The replay calls a check only for those (a
-declared shortcut for speed: each check still guards itself, and is correct called on anything)."""
+"""The values a step or dwell invariant looks at: state names, ``active``, ``in-flight``, and for
+steps ``tombstone`` and ``becomes-active`` (from nothing or an inactive state into an active one);
+None for every one. The replay calls a check only for those (a declared shortcut for speed: each
+check still guards itself, and is correct called on anything)."""
+
+
+FiresAfter = Callable[[ReplaySettings], int] | None
+"""For a dwell invariant, the longest dwell (ms, from the settings) it never fires on: the replay
+does not call it for a dwell that short or shorter (a declared shortcut, like :data:`Looks`)."""
 
 
 @dataclass(frozen=True)
@@ -189,19 +203,25 @@ class RecordChecks:
     """The record invariants to run, by the event each looks at."""
 
     steps: tuple[tuple[StepCheck, Looks], ...] = ()
-    dwells: tuple[tuple[DwellCheck, Looks], ...] = ()
+    dwells: tuple[tuple[DwellCheck, Looks, FiresAfter], ...] = ()
     deadlines: tuple[DeadlineCheck, ...] = ()
 
 
-def _by_state(
+Dispatch = dict[enum.Enum | None, dict[enum.Enum | None, tuple[Any, ...]]]
+"""For each held state (None: nothing held), for each new state (None: a tombstone), the checks
+to call, in declaration order."""
+
+
+def _dispatch(
     checks: Sequence[tuple[Any, Looks]],
     states: Iterable[enum.Enum],
     active: frozenset[enum.Enum],
     in_flight: frozenset[enum.Enum],
-) -> dict[enum.Enum | None, tuple[Any, ...]]:
-    """For each state (None: a tombstone), the checks that look at it, in declaration order."""
+) -> Dispatch:
+    """Which checks look at each (held state, state) pair: a dwell's state is the one it held, a
+    step's the one it takes."""
 
-    def looks(names: Looks, state: enum.Enum | None) -> bool:
+    def looks(names: Looks, held: enum.Enum | None, state: enum.Enum | None) -> bool:
         if names is None:
             return True
         if state is None:
@@ -210,9 +230,14 @@ def _by_state(
             state.name in names
             or ("active" in names and state in active)
             or ("in-flight" in names and state in in_flight)
+            or ("becomes-active" in names and state in active and held not in active)
         )
 
-    return {state: tuple(c for c, names in checks if looks(names, state)) for state in [*states, None]}
+    everything = [*states, None]
+    return {
+        held: {state: tuple(c for c, names in checks if looks(names, held, state)) for state in everything}
+        for held in everything
+    }
 
 
 @dataclass
@@ -241,6 +266,26 @@ _new = tuple.__new__
 several per record, millions of times."""
 
 
+class ReplayPlan:
+    """What every namespace's replay derives from the checks, settings and registry: worked out
+    once per trace, not once per namespace."""
+
+    def __init__(self, checks: RecordChecks, settings: ReplaySettings, registry: Registry) -> None:
+        model = load_model(settings.model)
+        self.checks, self.settings, self.registry = checks, settings, registry
+        self.active, self.in_flight = model.active, model.in_flight
+        self.rules = rules_for(settings.storage, settings.model)
+        self.deadlines: Sequence[Deadline] = registry.deadlines(settings.cleanup_timeout_ms) if checks.deadlines else ()
+        self.steps: Dispatch = _dispatch(checks.steps, model.states, model.active, model.in_flight)
+        dwells = _dispatch([(c, looks) for c, looks, _ in checks.dwells], model.states, model.active, model.in_flight)
+        self.dwells: dict[enum.Enum | None, tuple[DwellCheck, ...]] = {s: dwells[None][s] for s in dwells}
+        after = {c: -1 if fires_after is None else fires_after(settings) for c, _, fires_after in checks.dwells}
+        self.dwell_floor: dict[enum.Enum | None, int] = {
+            s: min((after[c] for c in chosen), default=-1) for s, chosen in self.dwells.items()
+        }
+        """For each held state, the longest dwell none of its checks fires on."""
+
+
 class NamespaceReplay:
     """Offer one namespace's channel records in offset order; collect what the checks report."""
 
@@ -251,25 +296,20 @@ class NamespaceReplay:
         settings: ReplaySettings | None = None,
         registry: Registry | None = None,
         reasons: Counter[Reason] | None = None,
+        plan: ReplayPlan | None = None,
     ) -> None:
-        settings = settings or ReplaySettings()
-        registry = registry or Registry()
-        model = load_model(settings.model)
-        self.state = Namespace(name, settings, registry, model.active, model.in_flight)
+        plan = plan or ReplayPlan(checks, settings or ReplaySettings(), registry or Registry())
+        self.state = Namespace(name, plan.settings, plan.registry, plan.active, plan.in_flight)
         self.checks = checks
-        self.rules = rules_for(settings.storage, settings.model)
+        self.rules = plan.rules
         self.reasons: Counter[Reason] = reasons if reasons is not None else Counter()
-        self._deadlines: Sequence[Deadline] = (
-            registry.deadlines(settings.cleanup_timeout_ms) if checks.deadlines else ()
-        )
+        self._deadlines = plan.deadlines
         self._next_deadline = 0
-        self._deadline_count = len(self._deadlines)
-        self._steps: dict[enum.Enum | None, tuple[StepCheck, ...]] = _by_state(
-            checks.steps, model.states, model.active, model.in_flight
-        )
-        self._dwells: dict[enum.Enum | None, tuple[DwellCheck, ...]] = _by_state(
-            checks.dwells, model.states, model.active, model.in_flight
-        )
+        self._next_due: float = self._deadlines[0].due if self._deadlines else _NEVER
+        """The due time of the next deadline to fire (a record later than it fires it)."""
+        self._steps = plan.steps
+        self._dwells = plan.dwells
+        self._dwell_floor = plan.dwell_floor
 
     def _due(self, now: int) -> list[Violation]:
         """Fire the deadlines passed before ``now`` (the namespace's state is as it was then)."""
@@ -280,6 +320,7 @@ class NamespaceReplay:
                 found.extend(check(deadlines[i], self.state))
             i += 1
         self._next_deadline = i
+        self._next_due = deadlines[i].due if i < len(deadlines) else _NEVER
         return found
 
     def offer(
@@ -287,19 +328,25 @@ class NamespaceReplay:
     ) -> list[Violation]:
         """Replay one channel record; returns the violations it shows."""
         ns = self.state
-        found = self._due(time) if self._next_deadline < self._deadline_count else []
+        found = self._due(time) if time > self._next_due else []
         held_by_key = ns.held
         held = held_by_key.get(key)
-        verdict = decide(self.rules, None if held is None else held.value, value)
+        if held is None:
+            held_value = held_state = None
+        else:
+            held_value = held.value
+            held_state = held_value.state
+        verdict = decide(self.rules, held_value, value)
         reason = verdict.reason
         self.reasons[reason] += 1
         if not verdict.accepted:
             return found
         if bundle is None:
             bundle = ns.bundles.get(key) or parse_key(key)
-        ns.bundles[key] = bundle
+        if held is None:
+            ns.bundles[key] = bundle
         state = None if value is None else value.state
-        step_checks = self._steps[state]
+        step_checks = self._steps[held_state][state]
         if step_checks:
             step = _new(Step, (key, bundle, offset, time, held, value, reason))
             for step_check in step_checks:
@@ -307,15 +354,14 @@ class NamespaceReplay:
                 if shown:
                     found.extend(shown)
         if held is not None:
-            held_state = held.value.state
             if held_state is state:
                 held_by_key[key] = _new(Held, (value, held.since_time, held.since_offset))
                 if state is _OWNED:
                     ns.owned_at[key] = offset
                 return found
             dwell_checks = self._dwells[held_state]
-            if dwell_checks:
-                dwell = _new(Dwell, (key, held.value, held.since_time, held.since_offset, time, offset))
+            if dwell_checks and time - held.since_time > self._dwell_floor[held_state]:
+                dwell = _new(Dwell, (key, held_value, held.since_time, held.since_offset, time, offset))
                 for dwell_check in dwell_checks:
                     shown = dwell_check(dwell, ns)
                     if shown:
@@ -326,9 +372,11 @@ class NamespaceReplay:
             ns.deleted_at.pop(key, None)
             return found
         held_by_key[key] = _new(Held, (value, time, offset))
-        if state in ns.active_states:
-            ns.active.add(key)
-        else:
+        active_states = ns.active_states
+        if state in active_states:
+            if held_state not in active_states:
+                ns.active.add(key)
+        elif held_state in active_states:
             ns.active.discard(key)
         if state is _OWNED:
             ns.owned_at[key] = offset
@@ -357,13 +405,14 @@ class TraceReplay:
         self.reasons: Counter[Reason] = Counter()
         self.namespaces: dict[str, NamespaceReplay] = {}
         self.namespaces_seen = 0
+        self._plan = ReplayPlan(checks, self.settings, self.registry)
 
     def namespace_of(self, key: str) -> tuple[NamespaceReplay, Bundle]:
         """The replay of the key's namespace (begun if new) and the key's bundle."""
         bundle = parse_key(key)
         replay = self.namespaces.get(bundle.namespace)
         if replay is None:
-            replay = NamespaceReplay(bundle.namespace, self.checks, self.settings, self.registry, self.reasons)
+            replay = NamespaceReplay(bundle.namespace, self.checks, reasons=self.reasons, plan=self._plan)
             self.namespaces[bundle.namespace] = replay
             self.namespaces_seen += 1
         return replay, bundle

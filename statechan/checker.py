@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from statechan.cluster.actions import (
     Action,
@@ -57,6 +57,9 @@ from statechan.cluster.config import VARIANTS, ChannelConfig, SimConfig, StoreKi
 from statechan.cluster.sim import ChannelState, Cluster
 from statechan.states import ServiceUnitState, StorageType
 from statechan.values import ServiceUnitStateData
+
+ADMIN_KINDS = ("transfer", "split", "unload")
+"""The admin operations a bound may allow (``Bounds.admin_kinds``), by their action kind."""
 
 
 class Bounds(BaseModel):
@@ -90,6 +93,14 @@ class Bounds(BaseModel):
         description="the bench's timing assumption: no timer fires more than this long after work became "
         "waiting for a running broker (None: timers race any backlog; see docs/findings.md)",
     )
+
+    @field_validator("admin_kinds")
+    @classmethod
+    def _known_admin_kinds(cls, kinds: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [k for k in kinds if k not in ADMIN_KINDS]
+        if unknown:
+            raise ValueError(f"unknown {', '.join(unknown)}; choose from {', '.join(ADMIN_KINDS)}")
+        return kinds
 
     def budget(self) -> dict[str, int]:
         return {
@@ -127,8 +138,6 @@ class Bounds(BaseModel):
         return ", ".join(parts)
 
 
-ADMIN_KINDS = ("transfer", "split", "unload")
-"""The admin operations a bound may allow (``Bounds.admin_kinds``), by their action kind."""
 _BUDGETED: dict[type[Action], str] = {
     Lookup: "lookup",
     Crash: "crash",
@@ -204,7 +213,27 @@ _FUNCTIONS = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, t
 _BROKER = re.compile(r"broker-(\d+):8080")
 _PLACEHOLDER = 0xE000
 """Broker ``n`` is written as the private-use character ``chr(_PLACEHOLDER + n)``, so a renaming
-is one ``str.translate``."""
+is a few ``str.replace`` calls (see :data:`Renaming`)."""
+_INTERIM = 0xF000
+"""Broker ``n`` while a renaming is half done: ``chr(_INTERIM + n)``, another private-use
+character no state's text holds."""
+
+Renaming = tuple[tuple[str, str], ...]
+"""A renaming of broker placeholders as the ``str.replace`` calls that make it, in order: each
+moved broker to an interim character, then each interim character to its new number (so a swap
+does not rename twice). Far faster than ``str.translate`` with a table, which looks up every
+character of the text."""
+
+
+def renaming(mapping: dict[int, int]) -> Renaming | None:
+    """The replacements that rename broker ``old`` to ``new`` for each pair (None: no change)."""
+    moved = [(old, new) for old, new in mapping.items() if old != new]
+    if not moved:
+        return None
+    first = tuple((chr(_PLACEHOLDER + old), chr(_INTERIM + new)) for old, new in moved)
+    return first + tuple((chr(_INTERIM + new), chr(_PLACEHOLDER + new)) for _, new in moved)
+
+
 _BROKER_MARK = re.compile("[\ue001-\ue0ff]")
 
 
@@ -231,7 +260,9 @@ class _Walker:
         self.cap = cap
         self.seen: dict[int, int | str] = {}
         self.count = 0
-        self.values: dict[int, Parts] = {}
+        self.values: dict[int, tuple[Parts, int]] = {}
+        self.marks = 0
+        """Broker placeholders written so far: a map whose items wrote none is sorted at once."""
 
     def parts(self, obj: object) -> Parts:
         out: Parts = []
@@ -242,7 +273,10 @@ class _Walker:
         kind = type(obj)
         if kind is str:
             text = repr(obj)  # placeholders after repr, which would escape them
-            out.append(_BROKER.sub(_placeholder, text) if "broker-" in text else text)
+            if "broker-" in text:
+                text, found = _BROKER.subn(_placeholder, text)
+                self.marks += found
+            out.append(text)
         elif kind is int:
             number: int = obj  # type: ignore[assignment]
             if number >= TIME_FLOOR:
@@ -261,6 +295,7 @@ class _Walker:
                 out.append(",")
             out.append("]")
         elif kind is dict:
+            marks = self.marks
             group = _Sorted()
             for key, value in obj.items():  # type: ignore[attr-defined]
                 entry: Parts = []
@@ -268,9 +303,11 @@ class _Walker:
                 entry.append(":")
                 self.walk(value, entry)
                 group.append(entry)
-            self._group(group, out)
+            self._group(group, out, self.marks != marks)
         elif kind is set or kind is frozenset:
-            self._group(_Sorted(self.parts(item) for item in obj), out)  # type: ignore[attr-defined]
+            marks = self.marks
+            group = _Sorted(self.parts(item) for item in obj)  # type: ignore[attr-defined]
+            self._group(group, out, self.marks != marks)
         elif kind is bytes:
             self._bytes(obj, out)  # type: ignore[arg-type]
         elif isinstance(obj, _FUNCTIONS):
@@ -280,29 +317,33 @@ class _Walker:
         else:
             self._object(obj, out)
 
-    def _group(self, group: _Sorted, out: Parts) -> None:
-        """A map's or set's items: put in order now when no renaming can change them."""
+    @staticmethod
+    def _group(group: _Sorted, out: Parts, renamed: bool) -> None:
+        """A map's or set's items: put in order now when no renaming can change them (``renamed``
+        False: they name no broker)."""
         if not group:
             out.append("{}")
-            return
-        texts = [render(item, None) for item in group]
-        if any(_BROKER_MARK.search(text) for text in texts):
+        elif renamed:
             out.append(group)
         else:
-            out.append("{" + ",".join(sorted(texts)) + "}")
+            out.append("{" + ",".join(sorted(render(item, None) for item in group)) + "}")
 
     def _value(self, obj: BaseModel, out: Parts) -> None:
         ident = id(obj)
         cached = self.values.get(ident)
         if cached is None:
-            cached = [type(obj).__name__, "("]
+            marks = self.marks
+            parts: Parts = [type(obj).__name__, "("]
             for name, value in obj.__dict__.items():
-                cached.append(name + "=")
-                self.walk(value, cached)
-                cached.append(";")
-            cached.append(")")
-            self.values[ident] = cached
-        out.append(cached)
+                parts.append(name + "=")
+                self.walk(value, parts)
+                parts.append(";")
+            parts.append(")")
+            self.values[ident] = (parts, self.marks - marks)
+        else:
+            parts, marks = cached
+            self.marks += marks
+        out.append(parts)
 
     def _object(self, obj: object, out: Parts) -> None:
         ident = id(obj)
@@ -335,7 +376,9 @@ class _Walker:
         if value is not None:
             self._value(value, out)
         else:
-            out.append(_BROKER.sub(_placeholder, repr(data.decode("utf-8", "replace"))))
+            text, found = _BROKER.subn(_placeholder, repr(data.decode("utf-8", "replace")))
+            self.marks += found
+            out.append(text)
 
 
 _FIELDS: dict[tuple[type, int], tuple[str, ...]] = {}
@@ -360,27 +403,49 @@ def _decode(data: bytes) -> ServiceUnitStateData | None:
     return value
 
 
-def render(parts: Parts, table: dict[int, str] | None) -> str:
-    """The text of ``parts`` with broker placeholders translated by ``table`` and each map's
-    items in order (sorted after renaming, so renamed states read alike)."""
+def render(parts: Parts, table: Renaming | None) -> str:
+    """The text of ``parts`` with broker placeholders renamed by ``table`` and each map's items
+    in order (sorted after renaming, so renamed states read alike)."""
     pieces: list[str] = []
-    run: list[str] = []
     for part in parts:
-        if type(part) is str:
-            run.append(part)
-            continue
-        if run:
-            text = "".join(run)
-            pieces.append(text if table is None else text.translate(table))
-            run = []
-        if type(part) is _Sorted:
+        kind = type(part)
+        if kind is str:
+            if table is not None:
+                for old, new in table:
+                    part = part.replace(old, new)
+            pieces.append(part)
+        elif kind is _Sorted:
             pieces.append("{" + ",".join(sorted(render(item, table) for item in part)) + "}")
         else:
             pieces.append(render(part, table))
-    if run:
-        text = "".join(run)
-        pieces.append(text if table is None else text.translate(table))
     return "".join(pieces)
+
+
+def compact(parts: Parts) -> Parts:
+    """The same text as fewer parts: nested lists flattened, each run of strings joined, and the
+    items of every map compacted in place (so one is found where it was)."""
+    out: Parts = []
+    run: list[str] = []
+
+    def add(items: Parts) -> None:
+        for part in items:
+            kind = type(part)
+            if kind is str:
+                run.append(part)
+                continue
+            if kind is _Sorted:
+                if run:
+                    out.append("".join(run))
+                    run.clear()
+                part[:] = [compact(item) for item in part]
+                out.append(part)
+            else:
+                add(part)
+
+    add(parts)
+    if run:
+        out.append("".join(run))
+    return out
 
 
 def state_parts(cluster: Cluster, cap: int) -> Parts:
@@ -422,13 +487,14 @@ class Fingerprinter:
 
     def __call__(self, cluster: Cluster) -> bytes:
         parts = state_parts(cluster, self.cap)
-        tables: list[dict[int, str] | None] = self.candidates(parts) if self.symmetry else [None]
-        best = min(render(parts, table) for table in tables)
+        flat = compact(parts)  # first: it compacts the brokers' items in place for the candidates
+        tables: list[Renaming | None] = self.candidates(parts) if self.symmetry else [None]
+        best = min(render(flat, table) for table in tables)
         return hashlib.blake2b(best.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
     @staticmethod
-    def candidates(parts: Parts) -> list[dict[int, str] | None]:
-        """The renamings worth rendering, as ``str.translate`` tables."""
+    def candidates(parts: Parts) -> list[Renaming | None]:
+        """The renamings worth rendering."""
         group = parts[parts.index("brokers=") + 1]
         if type(group) is not _Sorted:
             return [None]
@@ -441,10 +507,10 @@ class Fingerprinter:
             signed.append((_BROKER_MARK.sub("\ue000", text), ord(own.group()) - _PLACEHOLDER))
         signed.sort()
         runs = [[number for _, number in run] for _, run in itertools.groupby(signed, key=lambda x: x[0])]
-        tables: list[dict[int, str] | None] = []
+        tables: list[Renaming | None] = []
         for orders in itertools.product(*(itertools.permutations(run) for run in runs)):
             sequence = [number for order in orders for number in order]
-            tables.append({_PLACEHOLDER + old: chr(_PLACEHOLDER + new) for new, old in enumerate(sequence, 1)})
+            tables.append(renaming({old: new for new, old in enumerate(sequence, 1)}))
         return tables
 
 

@@ -494,6 +494,10 @@ def simulate_command(
         raise typer.Exit(1)
 
 
+_BOUND_FLAGS = {"timely_delivery_ms": "--timely-ms", "tombstone_delay_s": "--tombstone-delay"}
+"""The ``statechan check`` flags whose names are not their ``Bounds`` field's."""
+
+
 @app.command("check")
 def check_command(
     brokers: Annotated[int, typer.Option(min=1, max=6, help="Brokers.")] = 2,
@@ -553,7 +557,7 @@ def check_command(
     is a shortest one), check every cluster invariant on every state, and check that every state
     can still settle (liveness). Exit 0 when nothing breaks, 1 on a counterexample."""
     from properties.catalogue import simulation_ids
-    from statechan.checker import ADMIN_KINDS, Bounds, check, graph_text
+    from statechan.checker import Bounds, check, graph_text
     from statechan.cluster.config import StoreKind
     from statechan.cluster.runfile import save_run as write_run
     from statechan.cluster.timeline import build_timeline, format_timeline
@@ -570,29 +574,30 @@ def check_command(
         raise typer.Exit(2)
     invariants = [i for i in cluster_ids if i not in set(skip or ())]
     kinds = tuple(k.strip() for k in admin_kinds.split(",") if k.strip())
-    unknown = [k for k in kinds if k not in ADMIN_KINDS]
-    if unknown:
-        err.print(
-            f"[red]error:[/red] --admin-kinds: unknown {', '.join(unknown)}; choose from {', '.join(ADMIN_KINDS)}"
+    try:
+        bounds = Bounds(
+            brokers=brokers,
+            bundles=bundles,
+            lookups=lookups,
+            admin=admin,
+            admin_kinds=kinds,
+            crashes=crashes,
+            restarts=restarts,
+            shutdowns=shutdowns,
+            session_losses=session_losses,
+            leader_changes=leader_changes,
+            compactions=compactions,
+            ticks=ticks,
+            depth=depth,
+            timely_delivery_ms=None if untimely else timely_ms,
+            tombstone_delay_s=tombstone_delay,
         )
-        raise typer.Exit(2)
-    bounds = Bounds(
-        brokers=brokers,
-        bundles=bundles,
-        lookups=lookups,
-        admin=admin,
-        admin_kinds=kinds,
-        crashes=crashes,
-        restarts=restarts,
-        shutdowns=shutdowns,
-        session_losses=session_losses,
-        leader_changes=leader_changes,
-        compactions=compactions,
-        ticks=ticks,
-        depth=depth,
-        timely_delivery_ms=None if untimely else timely_ms,
-        tombstone_delay_s=tombstone_delay,
-    )
+    except pydantic.ValidationError as exc:
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else "bounds"
+            flag = _BOUND_FLAGS.get(field, "--" + field.replace("_", "-"))
+            err.print(f"[red]error:[/red] {flag}: {error['msg'].removeprefix('Value error, ')}", highlight=False)
+        raise typer.Exit(2) from None
     graph_format = {".dot": "dot", ".gv": "dot", ".mmd": "mermaid"}.get(graph.suffix if graph else "")
     if graph is not None and graph_format is None:
         err.print(f"[red]error:[/red] --graph {graph}: the name must end in .dot, .gv or .mmd")

@@ -274,3 +274,21 @@ def test_spark_errors_are_shown_by_their_error_class() -> None:
     )
     assert spark_error(failure) == "[FAILED_READ_FILE.CANNOT_READ_FILE_FOOTER] Could not read footer."
     assert spark_error(Exception("a worker died\nstack")) == "a worker died"
+
+
+def test_arrow_columns_share_one_object_per_distinct_string() -> None:
+    """The workers read string columns through a dictionary: the same values and nulls as
+    ``to_pylist``, and equal strings are one object across batches."""
+    import pyarrow as pa
+
+    from statechan.audit import arrow_columns
+
+    first = pa.record_batch({"key": ["a/b/k1", None, "a/b/k2", "a/b/k1"], "offset": [1, 2, None, 4]})
+    second = pa.record_batch({"key": [None, "a/b/k2", "a/b/k3", "a/b/k1"], "offset": [5, 6, 7, 8]})
+    words: dict[str, str] = {}
+    one = arrow_columns(first, ["key", "offset"], words)
+    two = arrow_columns(second, ["key", "offset"], words)
+    assert one == [first.column("key").to_pylist(), first.column("offset").to_pylist()]
+    assert two == [second.column("key").to_pylist(), second.column("offset").to_pylist()]
+    assert one[0][0] is one[0][3] is two[0][3]
+    assert one[0][2] is two[0][1]

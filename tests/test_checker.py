@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from properties.catalogue import simulation_ids
@@ -130,6 +131,18 @@ def test_symmetric_states_share_a_fingerprint_only_with_symmetry_on() -> None:
     assert with_symmetry(on_leader) != with_symmetry(one)
 
 
+def test_a_renaming_permutes_placeholders_without_renaming_twice() -> None:
+    from statechan.checker import renaming, render
+
+    one, two, three = "\ue001", "\ue002", "\ue003"
+    swap = renaming({1: 2, 2: 1, 3: 3})
+    assert swap is not None
+    assert render([f"a{one}b{two}c{three}", f"{two}{two}"], swap) == f"a{two}b{one}c{three}{one}{one}"
+    cycle = renaming({1: 2, 2: 3, 3: 1})
+    assert render([f"{one}{two}{three}"], cycle) == f"{two}{three}{one}"
+    assert renaming({1: 1, 2: 2}) is None
+
+
 def test_a_loop_that_never_settles_is_reported_as_a_lasso() -> None:
     a, b, c = Lookup("b", "k"), RunTask("b"), Deliver("b")
     nodes = [
@@ -159,7 +172,9 @@ def test_check_command_reports_counts_coverage_and_the_verdict() -> None:
     assert "no invariant broken; every state can settle" in out.output
     bad = runner.invoke(app, ["check", "--admin-kinds", "merge"])
     assert bad.exit_code == 2
-    assert "unknown merge" in bad.output
+    assert "--admin-kinds: unknown merge" in bad.output
+    with pytest.raises(ValueError, match="unknown merge; choose from transfer, split, unload"):
+        Bounds(admin_kinds=("transfer", "merge"))  # the library refuses it too, not only the command
 
 
 def test_the_syncer_between_both_views_is_safe_and_live_at_a_small_bound() -> None:

@@ -290,7 +290,7 @@ def test_the_looks_at_shortcut_changes_no_result() -> None:
     shortcut = record_checks()
     everything = RecordChecks(
         steps=tuple((check, None) for check, _ in shortcut.steps),
-        dwells=tuple((check, None) for check, _ in shortcut.dwells),
+        dwells=tuple((check, None, None) for check, _, _ in shortcut.dwells),
         deadlines=shortcut.deadlines,
     )
     assert any(looks is not None for _, looks in shortcut.steps)
@@ -312,3 +312,35 @@ def test_the_looks_at_shortcut_changes_no_result() -> None:
     with_shortcut = run(shortcut)
     assert len(with_shortcut) == 2 * len(PLANT_KINDS)
     assert with_shortcut == run(everything)
+
+
+def test_the_registry_answers_the_same_in_any_order_of_questions() -> None:
+    """``registered_at`` remembers its last answer per broker; asked in offset order (as a replay
+    asks), out of order, or at the events' own offsets, it must answer as a fresh lookup does."""
+    import bisect
+    import random
+
+    from properties.replay import Registry
+
+    rng = random.Random(7)
+    events = []
+    for offset in rng.sample(range(1, 2_000), 120):
+        events.append((offset, offset * 10, f"b{rng.randrange(4)}", rng.random() < 0.5))
+    by_broker: dict[str, list[tuple[int, bool]]] = {}
+    for offset, _, broker, registered in sorted(events):
+        by_broker.setdefault(broker, []).append((offset, registered))
+
+    def fresh(broker: str, offset: int) -> bool:
+        history = by_broker.get(broker)
+        if not history:
+            return False
+        i = bisect.bisect_left([o for o, _ in history], offset)
+        return history[i - 1][1] if i > 0 else not history[0][1]
+
+    registry = Registry(events)
+    questions = [(f"b{rng.randrange(5)}", o) for o in range(0, 2_100)]
+    questions += [(b, o) for b, o in rng.sample(questions, 500)] + [(b, o) for o, _, b, _ in events]
+    answers = [registry.registered_at(b, o) for b, o in questions]
+    assert answers == [fresh(b, o) for b, o in questions]
+    assert any(answers)
+    assert not all(answers)
