@@ -776,18 +776,22 @@ def check(
                 continue
             topic_start = cluster.topic.end
             truth_before = _truth(cluster)
+            taken: list[tuple[Action, str | None]] = []
             for action in cluster.enabled_actions():
                 kind = budget_kind(action, bounds)
                 if kind == "off" or (kind is not None and spent[kind] >= budget[kind]):
                     if kind == "tick":
                         node.timers_cut = True
                     continue
+                taken.append((action, kind))
+            for index, (action, kind) in enumerate(taken):
                 reader = action.broker if isinstance(action, Deliver) else None
                 seen_before = dict(cluster.brokers[reader].view.data()) if reader is not None else {}
                 width = 1
                 pick = 0
                 while pick < width:
-                    child = freezer.thaw(frozen)
+                    # the last successor takes the expanded copy itself (nothing reads it after): one unpickling less
+                    child = cluster if index == len(taken) - 1 and pick == 0 else freezer.thaw(frozen)
                     child.plan = deque([pick])
                     try:
                         child.step(action)
