@@ -292,3 +292,13 @@ def test_arrow_columns_share_one_object_per_distinct_string() -> None:
     assert two == [second.column("key").to_pylist(), second.column("offset").to_pylist()]
     assert one[0][0] is one[0][3] is two[0][3]
     assert one[0][2] is two[0][1]
+
+
+def test_the_session_the_auditor_starts_logs_through_its_own_profile(spark: Any) -> None:
+    """Spark's default profile warns about the host name and the native Hadoop library before a
+    session can lower the level; the JVM the auditor starts reads statechan's profile instead."""
+    from statechan.audit import SPARK_LOGGING
+
+    options = spark.sparkContext.getConf().get("spark.driver.extraJavaOptions")
+    assert f"-Dlog4j.configurationFile={SPARK_LOGGING.as_uri()}" in options
+    assert "rootLogger.level" in SPARK_LOGGING.read_text(encoding="utf-8")
