@@ -64,6 +64,26 @@ def test_bug_25379_gives_a_counterexample_that_replays(tmp_path: Path) -> None:
     assert "in-flight-acted-on" in replayed.output
 
 
+def test_the_checkers_counterexample_for_25946_breaks_the_variant_and_not_the_current_protocol() -> None:
+    """Found by ``statechan check --store both --variant 25946 --admin-kinds unload --ticks 3
+    --tombstone-delay 30`` (about 90,000 states: too long for this suite, so its saved run is
+    replayed): the syncer drops the leader's tombstone of a Free key."""
+    from properties.bench import violations_of
+    from statechan.cluster.config import VARIANTS
+    from statechan.cluster.runfile import load_saved_run
+
+    path = Path(__file__).resolve().parent.parent / "docs" / "counterexamples" / "checker-25946.json"
+    replayed = runner.invoke(app, ["replay", str(path), "--quiet"])
+    assert replayed.exit_code == 1, replayed.output
+    assert "syncer-equivalence" in replayed.output
+    saved = load_saved_run(path)
+    current = Cluster(saved.config.model_copy(update={"variant": VARIANTS["current"]}), picks=list(saved.picks or []))
+    for action in saved.actions:
+        current.step(action)
+        assert violations_of(current) == [], action
+    assert [a.kind for a in saved.actions].count("tick") <= 3
+
+
 def test_bug_24478_gives_a_counterexample_with_a_session_loss() -> None:
     result = check(SMALL.model_copy(update={"session_losses": 1}), variant="24478")
     assert result.violation is not None
