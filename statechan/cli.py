@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from properties.replay import CLEANUP_TIMEOUT_MS, IN_FLIGHT_TIMEOUT_MS, TOMBSTONE_TIMEOUT_MS
+from statechan.checker import Bounds
 from statechan.clock import Clock
 from statechan.cluster.config import VARIANTS
 from statechan.docs import stale_docs, write_docs
@@ -494,36 +495,38 @@ def simulate_command(
         raise typer.Exit(1)
 
 
+_BOUNDS = Bounds()
+"""The checker's default bounds: the ``statechan check`` options default to them."""
 _BOUND_FLAGS = {"timely_delivery_ms": "--timely-ms", "tombstone_delay_s": "--tombstone-delay"}
 """The ``statechan check`` flags whose names are not their ``Bounds`` field's."""
 
 
 @app.command("check")
 def check_command(
-    brokers: Annotated[int, typer.Option(min=1, max=6, help="Brokers.")] = 2,
-    bundles: Annotated[int, typer.Option(min=1, max=8, help="Bundles (one namespace).")] = 1,
-    lookups: Annotated[int, typer.Option(min=0, help="Client lookups in a run.")] = 1,
-    admin: Annotated[int, typer.Option(min=0, help="Admin operations in a run.")] = 1,
+    brokers: Annotated[int, typer.Option(help="Brokers (1 to 6).")] = _BOUNDS.brokers,
+    bundles: Annotated[int, typer.Option(help="Bundles (one namespace; 1 to 8).")] = _BOUNDS.bundles,
+    lookups: Annotated[int, typer.Option(help="Client lookups in a run.")] = _BOUNDS.lookups,
+    admin: Annotated[int, typer.Option(help="Admin operations in a run.")] = _BOUNDS.admin,
     admin_kinds: Annotated[
         str, typer.Option(help="Which admin operations: comma-separated transfer, split, unload.")
-    ] = "transfer,split",
-    crashes: Annotated[int, typer.Option(min=0, help="Broker crashes in a run.")] = 0,
-    restarts: Annotated[int, typer.Option(min=0, help="Restarts of crashed brokers in a run.")] = 0,
-    shutdowns: Annotated[int, typer.Option(min=0, help="Graceful shutdowns in a run.")] = 0,
-    session_losses: Annotated[int, typer.Option(min=0, help="Metadata session losses in a run.")] = 0,
-    leader_changes: Annotated[int, typer.Option(min=0, help="Leader resignations in a run.")] = 0,
-    compactions: Annotated[int, typer.Option(min=0, help="Topic compactions in a run.")] = 0,
-    ticks: Annotated[int, typer.Option(min=0, help="Timer firings in a run.")] = 2,
-    depth: Annotated[int | None, typer.Option(min=1, help="Longest run explored.")] = None,
+    ] = ",".join(_BOUNDS.admin_kinds),
+    crashes: Annotated[int, typer.Option(help="Broker crashes in a run.")] = _BOUNDS.crashes,
+    restarts: Annotated[int, typer.Option(help="Restarts of crashed brokers in a run.")] = _BOUNDS.restarts,
+    shutdowns: Annotated[int, typer.Option(help="Graceful shutdowns in a run.")] = _BOUNDS.shutdowns,
+    session_losses: Annotated[int, typer.Option(help="Metadata session losses in a run.")] = _BOUNDS.session_losses,
+    leader_changes: Annotated[int, typer.Option(help="Leader resignations in a run.")] = _BOUNDS.leader_changes,
+    compactions: Annotated[int, typer.Option(help="Topic compactions in a run.")] = _BOUNDS.compactions,
+    ticks: Annotated[int, typer.Option(help="Timer firings in a run.")] = _BOUNDS.ticks,
+    depth: Annotated[int | None, typer.Option(help="Longest run explored.")] = _BOUNDS.depth,
     timely_ms: Annotated[
-        int,
+        int | None,
         typer.Option(
-            min=0, help="Timing assumption: no timer fires more than this long after work waits for a running broker."
+            help="Timing assumption: no timer fires more than this long after work waits for a running broker."
         ),
-    ] = 1_000,
+    ] = _BOUNDS.timely_delivery_ms,
     tombstone_delay: Annotated[
-        int, typer.Option(min=30, help="Seconds before Free/Deleted are tombstoned (Pulsar: 3600).")
-    ] = 3_600,
+        int, typer.Option(help="Seconds before Free/Deleted are tombstoned (30 or more; Pulsar: 3600).")
+    ] = _BOUNDS.tombstone_delay_s,
     untimely: Annotated[
         bool, typer.Option("--untimely", help="Drop the timing assumption: timers race any backlog.")
     ] = False,
@@ -557,7 +560,7 @@ def check_command(
     is a shortest one), check every cluster invariant on every state, and check that every state
     can still settle (liveness). Exit 0 when nothing breaks, 1 on a counterexample."""
     from properties.catalogue import simulation_ids
-    from statechan.checker import Bounds, check, graph_text
+    from statechan.checker import check, graph_text
     from statechan.cluster.config import StoreKind
     from statechan.cluster.runfile import save_run as write_run
     from statechan.cluster.timeline import build_timeline, format_timeline
