@@ -58,8 +58,8 @@ from statechan.traces import (
 from statechan.values import ServiceUnitStateData
 
 SPARK_LOGGING = Path(__file__).with_name("spark-log4j2.properties")
-"""Spark's logging when the auditor starts the JVM: errors only (Spark's default profile warns
-about the host name and the native Hadoop library before a session can lower the level)."""
+"""Spark's logging when the auditor starts the JVM: warnings, less the host-name and native-Hadoop
+ones Spark's default profile prints on every local start, before a session can lower the level."""
 REPORT_FORMAT = 1
 EXAMPLES = 5
 """Examples kept per invariant, by default."""
@@ -440,7 +440,7 @@ def spark_session(master: str | None = None, app: str = "statechan-audit", drive
         builder = builder.master(master or "local[*]")
     if "PYSPARK_GATEWAY_PORT" not in os.environ and "spark.driver.extraJavaOptions" not in os.environ.get(
         "PYSPARK_SUBMIT_ARGS", ""
-    ):  # this process starts the JVM: it logs errors only, from its first line
+    ):  # this process starts the JVM: it logs through SPARK_LOGGING from its first line
         builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={SPARK_LOGGING.as_uri()}")
     builder = (
         builder.appName(app)

@@ -272,11 +272,7 @@ class _Walker:
     def walk(self, obj: object, out: Parts) -> None:
         kind = type(obj)
         if kind is str:
-            text = repr(obj)  # placeholders after repr, which would escape them
-            if "broker-" in text:
-                text, found = _BROKER.subn(_placeholder, text)
-                self.marks += found
-            out.append(text)
+            out.append(self._named(repr(obj)))  # placeholders after repr, which would escape them
         elif kind is int:
             number: int = obj  # type: ignore[assignment]
             if number >= TIME_FLOOR:
@@ -316,6 +312,14 @@ class _Walker:
             self._value(obj, out)
         else:
             self._object(obj, out)
+
+    def _named(self, text: str) -> str:
+        """``text`` with each broker id as its placeholder, counted in :attr:`marks`."""
+        if "broker-" not in text:
+            return text
+        text, found = _BROKER.subn(_placeholder, text)
+        self.marks += found
+        return text
 
     @staticmethod
     def _group(group: _Sorted, out: Parts, renamed: bool) -> None:
@@ -376,9 +380,7 @@ class _Walker:
         if value is not None:
             self._value(value, out)
         else:
-            text, found = _BROKER.subn(_placeholder, repr(data.decode("utf-8", "replace")))
-            self.marks += found
-            out.append(text)
+            out.append(self._named(repr(data.decode("utf-8", "replace"))))
 
 
 _FIELDS: dict[tuple[type, int], tuple[str, ...]] = {}
