@@ -403,6 +403,15 @@ def _local_rows(paths: Sequence[str]) -> Iterator[dict[str, Any]]:
                         yield row
 
 
+_OFFSET = CHANNEL_COLUMNS.index("offset")
+
+
+def _offset_order(row: tuple[Any, ...]) -> tuple[bool, int]:
+    """Channel rows by offset, a row without one first (where Spark's ascending sort puts nulls)."""
+    offset = row[_OFFSET]
+    return (offset is not None, offset or 0)
+
+
 def audit_local(
     paths: Sequence[str], settings: AuditSettings, progress: Callable[[str], None] | None = None
 ) -> tuple[Partial, Other]:
@@ -410,16 +419,25 @@ def audit_local(
     note = progress or (lambda _: None)
     other = Other()
     records = 0
+    last, in_order = -(2**63), True
     for row in _local_rows(paths):
         records += 1
         if row.get("kind") == "channel":
             other.saw_time(row.get("time"))
+            offset = row.get("offset")
+            if offset is not None:
+                in_order = in_order and offset >= last
+                last = offset
         else:
             _note_other(other, row, row.get("source") or 0, row.get("line"))
-    note(f"read {records:,} records; replaying")
     fold = Fold(settings, other.registry, other.max_time or 0)
+    channel: Iterator[tuple[Any, ...]] = (_channel_tuple(r) for r in _local_rows(paths) if r.get("kind") == "channel")
+    if not in_order:  # replay in offset order, as Spark's sort does: the trace's order is its meaning
+        note(f"read {records:,} records, not in offset order: sorting the channel records in memory")
+        channel = iter(sorted(channel, key=_offset_order))
+    note(f"read {records:,} records; replaying")
     with _collector_paused():
-        fold.rows(_channel_tuple(r) for r in _local_rows(paths) if r.get("kind") == "channel")
+        fold.rows(channel)
     partial = fold.finish()
     partial.malformed[:0] = other.malformed
     return partial, other
@@ -521,21 +539,20 @@ def audit_spark(
     if any(not is_parquet(p) for p in paths):
         frame = frame.persist(StorageLevel.MEMORY_AND_DISK)  # parsed once, read twice
     note("reading: registry, leader and malformed records, and the time span")
+    is_other = (F.col("kind") != "channel") | F.col("kind").isNull()
+    first = frame.agg(  # one pass: the few other records, and the counts and span of all
+        F.count(F.lit(1)).alias("n"),
+        F.max("time").alias("hi"),
+        F.min("time").alias("lo"),
+        F.collect_list(F.when(is_other, F.struct(*[F.col(n) for n in frame.columns]))).alias("others"),
+    ).first()
     other = Other()
-    for row in frame.where((F.col("kind") != "channel") | F.col("kind").isNull()).collect():
+    for row in sorted(first["others"], key=lambda r: (r["source"] or 0, r["line"] or 0)):  # in input order
         data = row.asDict(recursive=True)
         _note_other(other, data, data.get("source") or 0, data.get("line"))
-    others = len(other.registry) + other.leader + other.view + len(other.malformed)
-    if all(is_parquet(p) for p in paths):  # count and span from the files' footers
-        raw = spark.read.parquet(*[str(p) for p in paths])
-        span = raw.agg(F.count(F.lit(1)).alias("n"), F.max("time").alias("hi"), F.min("time").alias("lo")).first()
-        records, channel_rows = span["n"], span["n"] - others
-    else:
-        channel = frame.where(F.col("kind") == "channel")
-        span = channel.agg(F.count(F.lit(1)).alias("n"), F.max("time").alias("hi"), F.min("time").alias("lo")).first()
-        records, channel_rows = span["n"] + others, span["n"]
-    other.saw_time(span["hi"])
-    other.saw_time(span["lo"])
+    records, channel_rows = first["n"], first["n"] - len(first["others"])
+    other.saw_time(first["hi"])
+    other.saw_time(first["lo"])
     end_time = other.max_time or 0
     count = partitions or default_partitions(spark, channel_rows)
     note(

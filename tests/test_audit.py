@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,21 @@ def test_local_engine_gives_the_same_report(spark: Any, planted: tuple[Path, Pat
     local = audit([planted[0]], engine="local")
     ignore = {"engine", "elapsed_s"}
     assert local.model_dump(exclude=ignore) == on_spark.model_dump(exclude=ignore)
+
+
+def test_a_trace_out_of_offset_order_is_replayed_in_offset_order(spark: Any, tmp_path: Path) -> None:
+    """The same records shuffled: both engines replay them by offset (the local one sorts when it
+    finds the file out of order), so the report is the ordered file's."""
+    trace, _ = generate(4_000, seed=9, plant={"single-owner": 1, "no-resurrection": 2, "stuck-in-flight": 1})
+    lines = [json.dumps(record.to_json()) for record in trace]
+    (tmp_path / "ordered.jsonl").write_text("\n".join(lines) + "\n")
+    lines.sort(key=lambda line: zlib.crc32(line.encode()) % 7)  # seven runs, each in order
+    (tmp_path / "shuffled.jsonl").write_text("\n".join(lines) + "\n")
+    keep = {"records", "channel_records", "bundles", "accepted", "rejected", "counted", "violations"}
+    ordered = audit([tmp_path / "ordered.jsonl"], engine="local").model_dump(include=keep)
+    assert ordered["violations"]["no-resurrection"]["count"] == 2
+    assert audit([tmp_path / "shuffled.jsonl"], engine="local").model_dump(include=keep) == ordered
+    assert audit([tmp_path / "shuffled.jsonl"], spark=spark).model_dump(include=keep) == ordered
 
 
 def test_a_clean_trace_has_no_violations(spark: Any, tmp_path: Path) -> None:
