@@ -539,20 +539,23 @@ def audit_spark(
     if any(not is_parquet(p) for p in paths):
         frame = frame.persist(StorageLevel.MEMORY_AND_DISK)  # parsed once, read twice
     note("reading: registry, leader and malformed records, and the time span")
-    is_other = (F.col("kind") != "channel") | F.col("kind").isNull()
-    first = frame.agg(  # one pass: the few other records, and the counts and span of all
-        F.count(F.lit(1)).alias("n"),
-        F.max("time").alias("hi"),
-        F.min("time").alias("lo"),
-        F.collect_list(F.when(is_other, F.struct(*[F.col(n) for n in frame.columns]))).alias("others"),
-    ).first()
+    # two passes on purpose: the filter on kind and the count and span each get Parquet's pushdowns;
+    # one aggregate over every row was several times slower (docs/benchmarks.md)
     other = Other()
-    for row in sorted(first["others"], key=lambda r: (r["source"] or 0, r["line"] or 0)):  # in input order
+    for row in frame.where((F.col("kind") != "channel") | F.col("kind").isNull()).collect():
         data = row.asDict(recursive=True)
         _note_other(other, data, data.get("source") or 0, data.get("line"))
-    records, channel_rows = first["n"], first["n"] - len(first["others"])
-    other.saw_time(first["hi"])
-    other.saw_time(first["lo"])
+    others = len(other.registry) + other.leader + other.view + len(other.malformed)
+    if all(is_parquet(p) for p in paths):  # count and span from the files' footers
+        raw = spark.read.parquet(*[str(p) for p in paths])
+        span = raw.agg(F.count(F.lit(1)).alias("n"), F.max("time").alias("hi"), F.min("time").alias("lo")).first()
+        records, channel_rows = span["n"], span["n"] - others
+    else:
+        channel = frame.where(F.col("kind") == "channel")
+        span = channel.agg(F.count(F.lit(1)).alias("n"), F.max("time").alias("hi"), F.min("time").alias("lo")).first()
+        records, channel_rows = span["n"] + others, span["n"]
+    other.saw_time(span["hi"])
+    other.saw_time(span["lo"])
     end_time = other.max_time or 0
     count = partitions or default_partitions(spark, channel_rows)
     note(
