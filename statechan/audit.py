@@ -20,6 +20,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -475,6 +476,43 @@ def spark_session(master: str | None = None, app: str = "statechan-audit", drive
     return spark
 
 
+def code_zip(folder: Path | None = None) -> Path:
+    """``statechan`` and ``properties`` (with the built-in models inside, as a wheel has them) as
+    one zip for Spark's executors: given to ``addPyFile``, the Python workers import the driver's
+    own code, so a cluster's nodes need only the dependencies. Named by its content (Spark refuses
+    a second file of the same name with other content; the same content is one file)."""
+    import hashlib
+    import io
+    import zipfile
+
+    import properties
+    import statechan
+    from statechan.model import builtin_model_files
+
+    members: dict[str, bytes] = {}
+    for package in (statechan, properties):
+        root = Path(package.__file__ or "").parent
+        for path in sorted(root.rglob("*.py")):
+            if package is properties and path.name.startswith("test_"):
+                continue  # the Hypothesis bench's test modules, as the wheel leaves them out
+            members[f"{root.name}/{path.relative_to(root).as_posix()}"] = path.read_bytes()
+    for name, file in builtin_model_files().items():
+        members[f"statechan/models/{name}.toml"] = file.read_bytes()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name in sorted(members):
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))  # the same bytes for the same code
+            archive.writestr(info, members[name], zipfile.ZIP_DEFLATED)
+    data = buffer.getvalue()
+    folder = folder or Path(tempfile.gettempdir())
+    target = folder / f"statechan-code-{hashlib.sha256(data).hexdigest()[:16]}.zip"
+    if not target.exists():
+        partial = target.with_suffix(f".{os.getpid()}.part")
+        partial.write_bytes(data)
+        partial.replace(target)
+    return target
+
+
 def default_partitions(spark: Any, channel_records: int) -> int:
     """About 250,000 records a partition, and four per core at least: small partitions keep every
     core busy to the end (the fold of one partition is serial) and let one partition's sort
@@ -528,13 +566,20 @@ def audit_spark(
     partitions: int | None = None,
     progress: Callable[[str], None] | None = None,
     spark: Any = None,
+    ship_code: bool | None = None,
 ) -> tuple[Partial, Other, int]:
-    """Audit on Spark; returns the merged partial, the other records, and all records read."""
+    """Audit on Spark; returns the merged partial, the other records, and all records read.
+    ``ship_code``: send this code to the executors (:func:`code_zip`); by default only when the
+    master is not local (local workers import what the driver imports)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     note = progress or (lambda _: None)
     spark = spark or spark_session(master)
+    if ship_code if ship_code is not None else not spark.sparkContext.master.startswith("local"):
+        bundle = code_zip()
+        note(f"sending the auditor's code to the executors ({bundle.name})")
+        spark.sparkContext.addPyFile(str(bundle))
     frame = _spark_frame(spark, paths)
     if any(not is_parquet(p) for p in paths):
         frame = frame.persist(StorageLevel.MEMORY_AND_DISK)  # parsed once, read twice
@@ -766,6 +811,7 @@ def audit(
     partitions: int | None = None,
     progress: Callable[[str], None] | None = None,
     spark: Any = None,
+    ship_code: bool | None = None,
 ) -> AuditReport:
     """Audit trace files (JSON Lines, ``.gz``, or Parquet); write the report (and the quarantine
     file, if anything was malformed) when ``report_path`` is given."""
@@ -781,7 +827,7 @@ def audit(
             _check_parquet(name)
     started = time.perf_counter()
     if engine == "spark":
-        partial, other, records = audit_spark(names, settings, master, partitions, progress, spark)
+        partial, other, records = audit_spark(names, settings, master, partitions, progress, spark, ship_code)
     elif engine == "local":
         partial, other = audit_local(names, settings, progress)
         records = partial.channel + len(other.registry) + other.leader + other.view + len(partial.malformed)

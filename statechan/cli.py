@@ -943,6 +943,14 @@ def audit_command(
     partitions: Annotated[
         int | None, typer.Option(min=1, help="Spark partitions (default: ~250,000 records each, 4 per core at least).")
     ] = None,
+    ship_code: Annotated[
+        bool | None,
+        typer.Option(
+            "--ship-code/--no-ship-code",
+            help="Send the auditor's code to Spark's executors, so a cluster's nodes need only its "
+            "dependencies (default: when the master is not local).",
+        ),
+    ] = None,
 ) -> None:
     """Replay recorded channel records through the resolver and the record invariants; report
     every violation. Exit status: 0 none, 1 violations found, 2 bad usage or unreadable input."""
@@ -983,7 +991,7 @@ def audit_command(
         raise typer.Exit(2)
 
     try:
-        result = audit(inputs, report, settings, engine.value, master, partitions, _progress)
+        result = audit(inputs, report, settings, engine.value, master, partitions, _progress, ship_code=ship_code)
     except (OSError, ValueError) as exc:
         err.print("[red]error:[/red] ", end="", highlight=False)
         err.print(str(exc), highlight=False, markup=False, soft_wrap=True)

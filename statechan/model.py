@@ -13,6 +13,8 @@ import functools
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -313,18 +315,28 @@ class ProtocolModel:
         raise ValueError(f"model {self.name} has no flow {name!r}; flows: {[f.name for f in self.spec.flows]}")
 
 
-def _builtin_dirs() -> list[Path]:
-    here = Path(__file__).resolve().parent
-    # In a wheel the files are packaged as statechan/models; in a checkout they live at the top.
-    return [d for d in (here / "models", here.parent / "models") if d.is_dir()]
+def _builtin_dirs() -> list[Traversable]:
+    """Where the built-in model files are: ``statechan/models`` in a wheel, or in a zip shipped
+    to Spark's executors (read through ``importlib.resources``, so no file system path is
+    needed); ``models/`` at the top of a checkout."""
+    packaged = resources.files("statechan") / "models"
+    checkout = Path(__file__).resolve().parent.parent / "models"
+    return [d for d in (packaged, checkout) if d.is_dir()]
+
+
+def builtin_model_files() -> dict[str, Traversable]:
+    """Each built-in model's file by model name (a wheel's before a checkout's)."""
+    found: dict[str, Traversable] = {}
+    for directory in _builtin_dirs():
+        for entry in sorted(directory.iterdir(), key=lambda e: e.name):
+            if entry.name.endswith(".toml"):
+                found.setdefault(entry.name.removesuffix(".toml"), entry)
+    return found
 
 
 def builtin_model_names() -> list[str]:
     """The names of the models shipped with the library."""
-    names: set[str] = set()
-    for directory in _builtin_dirs():
-        names.update(p.stem for p in directory.glob("*.toml"))
-    return sorted(names)
+    return sorted(builtin_model_files())
 
 
 def _format_error(origin: str, error: ValidationError) -> str:
@@ -335,12 +347,8 @@ def _format_error(origin: str, error: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def _builtin_path(name: str) -> Path | None:
-    for directory in _builtin_dirs():
-        path = directory / f"{name}.toml"
-        if path.is_file():
-            return path
-    return None
+def _builtin_path(name: str) -> Traversable | None:
+    return builtin_model_files().get(name)
 
 
 def _edge_storages(edge: dict[str, Any], model_storages: list[str]) -> list[str]:
@@ -431,7 +439,7 @@ def load_model_file(path: str | Path) -> ProtocolModel:
 def _load_builtin(name: str) -> ProtocolModel:
     path = _builtin_path(name)
     if path is not None:
-        return load_model_file(path)
+        return parse_model(path.read_text(encoding="utf-8"), str(path))
     raise ModelError(f"no built-in model {name!r}; built-in models: {', '.join(builtin_model_names())}")
 
 

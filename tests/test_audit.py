@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -318,3 +319,44 @@ def test_the_session_the_auditor_starts_logs_through_its_own_profile(spark: Any)
     options = spark.sparkContext.getConf().get("spark.driver.extraJavaOptions")
     assert f"-Dlog4j.configurationFile={SPARK_LOGGING.as_uri()}" in options
     assert "rootLogger.level" in SPARK_LOGGING.read_text(encoding="utf-8")
+
+
+def test_the_code_zip_audits_on_its_own(tmp_path: Path) -> None:
+    """What Spark's executors get: the zip alone (no checkout, no installed statechan), with the
+    dependencies, audits a trace as this process does — the built-in models come from inside it."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    from statechan.audit import code_zip
+
+    bundle = code_zip(tmp_path)
+    assert code_zip(tmp_path) == bundle  # named by content: the same code is one file
+    write_generated(tmp_path / "t.jsonl", 2_000, seed=3, plant={"single-owner": 1, "stuck-in-flight": 2})
+    here = audit([tmp_path / "t.jsonl"], engine="local")
+    script = (
+        "import json, statechan, statechan.audit as a; "
+        "assert statechan.__file__.startswith(sys.argv[1]), statechan.__file__; "
+        "r = a.audit([sys.argv[2]], engine='local'); "
+        "print(json.dumps({k: v.count for k, v in r.violations.items()}))"
+    )
+    site = sysconfig.get_paths()["purelib"]
+    result = subprocess.run(  # -S: no site, so no .pth puts the checkout on the path
+        [sys.executable, "-S", "-c", "import sys; " + script, str(bundle), str(tmp_path / "t.jsonl")],
+        cwd=tmp_path,
+        env={"PYTHONPATH": f"{bundle}{os.pathsep}{site}", "PATH": os.environ.get("PATH", "")},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout) == {k: v.count for k, v in here.violations.items()}
+    assert here.violations["stuck-in-flight"].count == 2
+
+
+def test_shipping_the_code_to_the_executors_changes_no_result(spark: Any, planted: tuple[Path, Path, GenStats]) -> None:
+    shipped = audit([planted[0]], spark=spark, ship_code=True)
+    assert _counts(shipped) == PLANTED
+    assert shipped.model_dump(exclude={"elapsed_s"}) == audit([planted[0]], spark=spark).model_dump(
+        exclude={"elapsed_s"}
+    )
