@@ -360,3 +360,48 @@ def test_shipping_the_code_to_the_executors_changes_no_result(spark: Any, plante
     assert shipped.model_dump(exclude={"elapsed_s"}) == audit([planted[0]], spark=spark).model_dump(
         exclude={"elapsed_s"}
     )
+
+
+_SHIP_SCRIPT = """
+import json, sys
+from statechan.audit import audit, spark_session
+try:
+    report = audit([sys.argv[1]], spark=spark_session("local[1]"), ship_code=sys.argv[2] == "ship")
+    print(json.dumps({k: v.count for k, v in report.violations.items() if v.count}))
+except Exception as exc:
+    print("FAILED", type(exc).__name__, str(exc)[:2000].replace(chr(10), " | "))
+"""
+
+
+def test_workers_without_statechan_audit_with_the_shipped_code(tmp_path: Path) -> None:
+    """Python workers that cannot import statechan (run with ``-S`` from an empty folder, as on a
+    cluster's node without it): the audit fails unless the code is shipped, and gives the
+    planted counts when it is."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    write_generated(tmp_path / "t.jsonl", 2_000, seed=3, plant={"single-owner": 1, "owner-registered": 1})
+    empty = tmp_path / "worker"
+    empty.mkdir()
+    worker_python = tmp_path / "python-without-statechan"
+    site = sysconfig.get_paths()["purelib"]
+    worker_python.write_text(
+        f'#!/bin/sh\ncd "{empty}"\nPYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{site}" exec "{sys.executable}" -S "$@"\n'
+    )
+    worker_python.chmod(0o755)
+    env = {**os.environ, "PYSPARK_PYTHON": str(worker_python)}
+    outputs = {}
+    for mode in ("ship", "no-ship"):
+        done = subprocess.run(
+            [sys.executable, "-c", _SHIP_SCRIPT, str(tmp_path / "t.jsonl"), mode],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=600,
+        )
+        outputs[mode] = done.stdout.strip().splitlines()[-1]
+    assert json.loads(outputs["ship"]) == {"single-owner": 1, "owner-registered": 1}
+    assert outputs["no-ship"].startswith("FAILED"), outputs["no-ship"]
+    assert "statechan" in outputs["no-ship"]
