@@ -433,10 +433,11 @@ def audit_local(
             _note_other(other, row, row.get("source") or 0, row.get("line"))
     fold = Fold(settings, other.registry, other.max_time or 0)
     channel: Iterator[tuple[Any, ...]] = (_channel_tuple(r) for r in _local_rows(paths) if r.get("kind") == "channel")
-    if not in_order:  # replay in offset order, as Spark's sort does: the trace's order is its meaning
-        note(f"read {records:,} records, not in offset order: sorting the channel records in memory")
+    if in_order:
+        note(f"read {records:,} records; replaying")
+    else:  # replay in offset order, as Spark's sort does: the trace's order is its meaning
+        note(f"read {records:,} records, not in offset order: sorting the channel records in memory; replaying")
         channel = iter(sorted(channel, key=_offset_order))
-    note(f"read {records:,} records; replaying")
     with _collector_paused():
         fold.rows(channel)
     partial = fold.finish()
@@ -576,7 +577,9 @@ def audit_spark(
 
     note = progress or (lambda _: None)
     spark = spark or spark_session(master)
-    if ship_code if ship_code is not None else not spark.sparkContext.master.startswith("local"):
+    if ship_code is None:
+        ship_code = not spark.sparkContext.master.startswith("local")
+    if ship_code:
         bundle = code_zip()
         note(f"sending the auditor's code to the executors ({bundle.name})")
         spark.sparkContext.addPyFile(str(bundle))
