@@ -58,9 +58,21 @@ class Capture:
     values_at: dict[str, int] = field(default_factory=dict)
     """Each bundle node with a value recorded, and the zxid that wrote it (for following)."""
     registered: set[str] = field(default_factory=set)
+    versions_at: dict[str, int] = field(default_factory=dict)
+    """Each bundle node's data version when last read."""
+    unseen: dict[str, int] = field(default_factory=dict)
+    """Per bundle node, the writes a following capture could not record: a watch tells that a
+    node changed, and the read after it gets only the latest value (its version shows how many
+    writes came in between)."""
 
-    def add_node(self, path: str, data: bytes, mzxid: int, mtime: int) -> None:
-        """A bundle node's value as the next channel record (or as a bad node)."""
+    def add_node(self, path: str, data: bytes, mzxid: int, mtime: int, version: int | None = None) -> None:
+        """A bundle node's value as the next channel record (or as a bad node); ``version``, the
+        node's data version, counts the writes between this read and the last in :attr:`unseen`."""
+        if version is not None:
+            last = self.versions_at.get(path)
+            if last is not None and version > last + 1:
+                self.unseen[path] = self.unseen.get(path, 0) + version - last - 1
+            self.versions_at[path] = version
         key = path[len(PATH_PREFIX) + 1 :]
         try:
             parse_key(key)
@@ -118,7 +130,7 @@ def snapshot(client: Any) -> Capture:
     nodes = sorted(_leaves(client, PATH_PREFIX), key=lambda node: (node[2].mzxid, node[0]))
     for path, data, stat in nodes:
         if path != PATH_PREFIX:  # the root itself, empty
-            out.add_node(path, bytes(data), stat.mzxid, stat.mtime)
+            out.add_node(path, bytes(data), stat.mzxid, stat.mtime, stat.version)
     return out
 
 
@@ -159,6 +171,7 @@ def follow(
                 out.add_registry(broker, "unregistered", _now_ms())
         elif path.startswith(PATH_PREFIX + "/"):
             if event is NodeEvent.Deleted:
+                out.versions_at[path] = -1  # gone: if made again, its first write has version 0
                 if out.values_at.pop(path, None) is not None:
                     key = path[len(PATH_PREFIX) + 1 :]
                     zxid = int(client.last_zxid or 0)
@@ -170,8 +183,10 @@ def follow(
                     continue  # deleted since; its Deleted event follows
                 if stat.numChildren or (not data and not _is_key(path)):
                     continue  # a parent, not a bundle node
+                if event is NodeEvent.Created:
+                    out.versions_at.setdefault(path, -1)  # made while followed: every write counts
                 if stat.mzxid > out.values_at.get(path, 0):
-                    out.add_node(path, bytes(data), stat.mzxid, stat.mtime)
+                    out.add_node(path, bytes(data), stat.mzxid, stat.mtime, stat.version)
         if on_record is not None:
             for record in out.records[before:]:
                 on_record(record)

@@ -895,6 +895,13 @@ def capture_zk_command(
         f"{written:,} records ({channel:,} channel, {written - channel:,} registry) written to {out}",
         highlight=False,
     )
+    if captured.unseen:
+        console.print(
+            f"{sum(captured.unseen.values()):,} write(s) to {len(captured.unseen):,} bundle node(s) came between "
+            "two reads and are not in the trace (a ZooKeeper watch says that a node changed; the read after it "
+            "gets only the latest value)",
+            highlight=False,
+        )
     if captured.bad:
         quarantine = out.with_name(out.name.split(".jsonl")[0] + ".quarantine.jsonl")
         with open(quarantine, "w", encoding="utf-8") as handle:

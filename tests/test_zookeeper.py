@@ -262,3 +262,44 @@ def test_capture_follow_option_keeps_the_snapshot_and_ends(client: Any, zk: str,
     assert result.exit_code == 0, result.output
     assert "following changes for 0.3 s" in result.output
     assert len(list(read_trace(out))) == len(BROKERS) + len(VALUES)
+
+
+def test_following_counts_the_writes_it_could_not_see(client: Any, zk: str) -> None:
+    """Three writes before the capture reads once: it records the last value and counts the two
+    it could not see (a watch delivers that a node changed, not each value)."""
+    import queue
+
+    from statechan.capture import Capture, follow, snapshot
+    from statechan.stores.metadata import NodeEvent
+
+    _populate(client)
+    key = next(iter(VALUES))
+    path = f"/service_unit_state/{key}"
+    out: Capture = snapshot(client)
+    assert out.unseen == {}
+    value = VALUES[key]
+    for version in (3, 4, 5):  # the node's data versions 1, 2, 3
+        client.set(path, value.model_copy(update={"version_id": version}).to_json().encode())
+    changes: queue.Queue[tuple[NodeEvent, str]] = queue.Queue()
+    changes.put((NodeEvent.Modified, path))
+    before = len(out.records)
+    follow(client, changes, out, stop=changes.empty)
+    new = out.records[before:]
+    assert [(r.key, r.value.version_id) for r in new if isinstance(r, ChannelRecord) and r.value] == [(key, 5)]
+    assert out.unseen == {path: 2}
+    client.delete(path)
+    for version in (1, 2, 3):  # made again (data version 0), then written twice
+        data = value.model_copy(update={"version_id": version}).to_json().encode()
+        if version == 1:
+            client.create(path, data)
+        else:
+            client.set(path, data)
+    changes.put((NodeEvent.Deleted, path))
+    changes.put((NodeEvent.Created, path))
+    follow(client, changes, out, stop=changes.empty)
+    assert out.unseen == {path: 2 + 2}  # the creation and the first write after it were not read
+    other = "/service_unit_state/tenant/new/0x00000000_0xffffffff"
+    client.create(other, value.to_json().encode(), makepath=True)
+    changes.put((NodeEvent.Created, other))
+    follow(client, changes, out, stop=changes.empty)
+    assert other not in out.unseen  # a node made while followed and read at once: nothing missed
