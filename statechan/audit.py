@@ -828,6 +828,8 @@ def audit(
             raise FileNotFoundError(f"no such trace file: {name}")
         if is_parquet(name):
             _check_parquet(name)
+    if ship_code and engine != "spark":
+        raise ValueError(f"shipping the code is for the spark engine, not {engine!r}")
     started = time.perf_counter()
     if engine == "spark":
         partial, other, records = audit_spark(names, settings, master, partitions, progress, spark, ship_code)

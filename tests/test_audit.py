@@ -217,6 +217,7 @@ def test_cli_exit_status_and_summary(spark: Any, planted: tuple[Path, Path, GenS
         (["traces", "generate", "{tmp}/x.csv"], "expected a .jsonl"),
         (["audit", "{tmp}/corrupt.parquet"], "not a readable Parquet file"),
         (["audit", "{tmp}/empty-folder"], "no .parquet, .jsonl or .jsonl.gz files"),
+        (["audit", "{trace}", "--engine", "local", "--ship-code"], "for the spark engine"),
     ],
 )
 def test_cli_usage_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
