@@ -277,8 +277,10 @@ class ReplayPlan:
         self.rules = rules_for(settings.storage, settings.model)
         self.deadlines: Sequence[Deadline] = registry.deadlines(settings.cleanup_timeout_ms) if checks.deadlines else ()
         self.steps: Dispatch = _dispatch(checks.steps, model.states, model.active, model.in_flight)
-        dwells = _dispatch([(c, looks) for c, looks, _ in checks.dwells], model.states, model.active, model.in_flight)
-        self.dwells: dict[enum.Enum | None, tuple[DwellCheck, ...]] = {s: dwells[None][s] for s in dwells}
+        # a dwell's checks depend on the state it held alone: one row of the dispatch (its held axis unused)
+        self.dwells: dict[enum.Enum | None, tuple[DwellCheck, ...]] = _dispatch(
+            [(c, looks) for c, looks, _ in checks.dwells], model.states, model.active, model.in_flight
+        )[None]
         after = {c: -1 if fires_after is None else fires_after(settings) for c, _, fires_after in checks.dwells}
         self.dwell_floor: dict[enum.Enum | None, int] = {
             s: min((after[c] for c in chosen), default=-1) for s, chosen in self.dwells.items()

@@ -347,10 +347,6 @@ def _format_error(origin: str, error: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def _builtin_path(name: str) -> Traversable | None:
-    return builtin_model_files().get(name)
-
-
 def _edge_storages(edge: dict[str, Any], model_storages: list[str]) -> list[str]:
     return list(edge.get("storages") or model_storages)
 
@@ -363,7 +359,7 @@ def _apply_variant(data: dict[str, Any], origin: str, depth: int = 0) -> dict[st
     optional ``storages``) and flows (``drop_flows``).
     """
     base_name = data["variant_of"]
-    base_path = _builtin_path(str(base_name))
+    base_path = builtin_model_files().get(str(base_name))
     if base_path is None or depth > 4:
         raise ModelError(f"{origin}: variant_of: no built-in model {base_name!r} to derive from")
     base = tomllib.loads(base_path.read_text(encoding="utf-8"))
@@ -437,7 +433,7 @@ def load_model_file(path: str | Path) -> ProtocolModel:
 
 @functools.cache
 def _load_builtin(name: str) -> ProtocolModel:
-    path = _builtin_path(name)
+    path = builtin_model_files().get(name)
     if path is not None:
         return parse_model(path.read_text(encoding="utf-8"), str(path))
     raise ModelError(f"no built-in model {name!r}; built-in models: {', '.join(builtin_model_names())}")
