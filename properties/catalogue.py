@@ -869,6 +869,11 @@ def record_ids(ids: Iterable[str] | None = None) -> list[str]:
     return [inv.id for inv in _chosen(ids) if inv.has_record_form]
 
 
+def history_ids(ids: Iterable[str] | None = None) -> list[str]:
+    """The ids of the history invariants :func:`check_history` would run."""
+    return [inv.id for inv in _chosen(ids) if inv.history_check is not None]
+
+
 def check_history(history: KeyHistory, ids: Iterable[str] | None = None) -> list[Violation]:
     """Every default history invariant (or those named) on one bundle's history."""
     found: list[Violation] = []

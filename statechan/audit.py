@@ -2,9 +2,10 @@
 
 Records are partitioned by namespace (every record invariant is namespace-local), sorted by
 offset within each, and replayed through the library's resolver and the property catalogue's
-record invariants (:mod:`properties.replay`); nothing is restated here. Two engines share the
-per-record code: ``spark`` (PySpark, ``local[*]`` by default, any master for a cluster) and
-``local`` (one Python process, for small traces and as the benchmark's baseline).
+record invariants (:mod:`properties.replay`); with view records (or ``--history``) each
+bundle's records also go through the catalogue's history invariants. Nothing is restated here.
+Two engines share the per-record code: ``spark`` (PySpark, ``local[*]`` by default, any master
+for a cluster) and ``local`` (one Python process, for small traces and as the benchmark's baseline).
 
 Bad input never stops an audit: each malformed line or row is counted, written with its file,
 line and error to a quarantine file next to the report, and the rest is audited.
@@ -31,7 +32,14 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
-from properties.catalogue import CATALOGUE, record_checks, record_ids
+from properties.catalogue import (
+    CATALOGUE,
+    check_history,
+    histories_from_trace,
+    history_ids,
+    record_checks,
+    record_ids,
+)
 from properties.replay import (
     CLEANUP_TIMEOUT_MS,
     IN_FLIGHT_TIMEOUT_MS,
@@ -52,6 +60,7 @@ from statechan.traces import (
     arrow_schema,
     decode_line,
     flat_row,
+    from_flat_row,
     is_parquet,
     open_text,
     validation_reason,
@@ -77,7 +86,14 @@ class AuditSettings(BaseModel):
     cleanup_timeout_s: float = Field(CLEANUP_TIMEOUT_MS / 1000, gt=0)
     tombstone_timeout_s: float = Field(TOMBSTONE_TIMEOUT_MS / 1000, gt=0)
     examples: int = Field(EXAMPLES, ge=0, description="examples kept per invariant (the smallest offsets)")
-    invariants: tuple[str, ...] | None = Field(None, description="record invariants to check (default: all)")
+    invariants: tuple[str, ...] | None = Field(
+        None, description="record and history invariants to check (default: the catalogue's defaults)"
+    )
+    history: bool | None = Field(
+        None,
+        description="also check the per-bundle history invariants, keeping each bundle's records in memory "
+        "(default: when the trace has view records)",
+    )
 
     def replay(self) -> ReplaySettings:
         return ReplaySettings(
@@ -91,11 +107,20 @@ class AuditSettings(BaseModel):
     def ids(self) -> list[str]:
         """The record invariants to check (the catalogue's defaults unless named)."""
         if self.invariants is not None:
-            known = record_ids(CATALOGUE)
+            known = list(dict.fromkeys(record_ids(CATALOGUE) + history_ids(CATALOGUE)))
             unknown = [i for i in self.invariants if i not in known]
             if unknown:
-                raise ValueError(f"not a record invariant: {', '.join(unknown)} (known: {', '.join(known)})")
+                raise ValueError(f"not a record or history invariant: {', '.join(unknown)} (known: {', '.join(known)})")
         return record_ids(self.invariants)
+
+    def history_ids(self) -> list[str]:
+        """The history invariants to check when histories are kept (the defaults unless named)."""
+        return history_ids(self.invariants)
+
+    def keeps_history(self, view_records: int) -> bool:
+        """Whether this audit keeps each bundle's records for the history invariants."""
+        wanted = self.history if self.history is not None else view_records > 0
+        return wanted and bool(self.history_ids())
 
 
 class Example(BaseModel):
@@ -124,7 +149,7 @@ class AuditReport(BaseModel):
     channel_records: int
     registry_records: int
     leader_records: int
-    view_records: int = Field(description="view records are read but not audited")
+    view_records: int = Field(description="records of what a broker's view took; the history invariants read them")
     bundles: int = Field(description="distinct keys among the channel records")
     namespaces: int
     malformed: int
@@ -265,15 +290,36 @@ than the whole replay."""
 
 
 class Fold:
-    """Replays channel rows (tuples in :data:`CHANNEL_COLUMNS` order) into a :class:`Partial`."""
+    """Replays channel rows (tuples in :data:`CHANNEL_COLUMNS` order) into a :class:`Partial`;
+    with ``history``, also checks the history invariants on the records given to :meth:`keep`."""
 
-    def __init__(self, settings: AuditSettings, registry_events: Sequence[tuple[int, int, str, bool]], end_time: int):
+    def __init__(
+        self,
+        settings: AuditSettings,
+        registry_events: Sequence[tuple[int, int, str, bool]],
+        end_time: int,
+        history: bool = False,
+    ):
         self.settings = settings
         self.end_time = end_time
         self.partial = Partial(settings.examples)
         self.replay = TraceReplay(record_checks(settings.ids()), settings.replay(), Registry(registry_events))
         self.route: dict[str, tuple[NamespaceReplay, Bundle]] = {}
         """Each key seen: its namespace's replay and its bundle."""
+        self.history = history
+        self.kept: list[dict[str, Any]] = []
+        """With ``history``: every channel and view record offered to :meth:`keep`, as trace records."""
+
+    def keep(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Keep channel and view rows (flat schema) for the history invariants. A row that does not
+        validate is left out here: the replay (channel) or the first pass (view) quarantines it."""
+        kept = self.kept
+        for row in rows:
+            try:
+                record = from_flat_row(_BLANK_ROW | row)
+            except (ValueError, KeyError):  # pydantic.ValidationError is a ValueError
+                continue
+            kept.append(record.model_dump(mode="json", by_alias=True))
 
     def _record(self, found: Iterable[Any]) -> None:
         for v in found:
@@ -311,10 +357,34 @@ class Fold:
 
     def finish(self) -> Partial:
         self._record(self.replay.finish(self.end_time))
+        if self.history:
+            self.kept.sort(key=_by_offset)
+            ids = self.settings.history_ids()
+            for history in histories_from_trace(self.kept, self.settings.storage, self.settings.model):
+                self._record(check_history(history, ids))
+            self.kept.clear()
         self.partial.reasons.update({str(r): n for r, n in self.replay.reasons.items()})
         self.partial.bundles = len(self.route)
         self.partial.namespaces = self.replay.namespaces_seen
         return self.partial
+
+
+_BLANK_ROW: dict[str, Any] = dict.fromkeys(name for name, _ in PARQUET_COLUMNS)
+HISTORY_COLUMNS = (
+    "kind",
+    "timestamp",
+    "split_children",
+    "message_id",
+    "producer",
+    "observer",
+    "incarnation",
+    "accepted",
+)
+"""The columns the history invariants read besides :data:`CHANNEL_COLUMNS` (a whole record)."""
+
+
+def _by_offset(record: dict[str, Any]) -> int:
+    return int(record["offset"])
 
 
 def _row_text(row: tuple[Any, ...]) -> str:
@@ -381,6 +451,12 @@ def _note_other(other: Other, row: dict[str, Any], source: int, line: int | None
     elif kind == "leader":
         other.leader += 1
     else:
+        try:
+            from_flat_row(_BLANK_ROW | row)
+        except (ValueError, KeyError) as exc:
+            error = validation_reason(exc) if isinstance(exc, pydantic.ValidationError) else str(exc)
+            other.malformed.append((source, line, f"view: {error}", json.dumps(row, default=str)))
+            return
         other.view += 1
 
 
@@ -431,8 +507,18 @@ def audit_local(
                 last = offset
         else:
             _note_other(other, row, row.get("source") or 0, row.get("line"))
-    fold = Fold(settings, other.registry, other.max_time or 0)
-    channel: Iterator[tuple[Any, ...]] = (_channel_tuple(r) for r in _local_rows(paths) if r.get("kind") == "channel")
+    history = settings.keeps_history(other.view)
+    fold = Fold(settings, other.registry, other.max_time or 0, history)
+
+    def channel_rows() -> Iterator[tuple[Any, ...]]:
+        for row in _local_rows(paths):
+            kind = row.get("kind")
+            if history and kind in ("channel", "view"):
+                fold.keep((row,))
+            if kind == "channel":
+                yield _channel_tuple(row)
+
+    channel: Iterator[tuple[Any, ...]] = channel_rows()
     if in_order:
         note(f"read {records:,} records; replaying")
     else:  # replay in offset order, as Spark's sort does: the trace's order is its meaning
@@ -606,17 +692,19 @@ def audit_spark(
     other.saw_time(span["lo"])
     end_time = other.max_time or 0
     count = partitions or default_partitions(spark, channel_rows)
+    history = settings.keeps_history(other.view)
+    views = f" with {other.view:,} view records for the history invariants" if history else ""
     note(
-        f"replaying {channel_rows:,} channel records in {count} partitions by namespace "
+        f"replaying {channel_rows:,} channel records{views} in {count} partitions by namespace "
         f"({len(other.registry)} registry events)"
     )
     channel = (
-        frame.where(F.col("kind") == "channel")
-        .select(*CHANNEL_COLUMNS)
+        frame.where(F.col("kind").isin("channel", "view") if history else F.col("kind") == "channel")
+        .select(*CHANNEL_COLUMNS, *(HISTORY_COLUMNS if history else ()))
         .repartition(count, F.substring_index("key", "/", 2))  # by namespace
         .sortWithinPartitions("offset")
     )
-    fold = _arrow_fold(settings, other.registry, end_time)
+    fold = _arrow_fold(settings, other.registry, end_time, history)
     with _StageProgress(spark, note, count):
         partials = channel.mapInArrow(fold, "partial string").collect()
     merged = Partial(settings.examples)
@@ -661,17 +749,22 @@ class _StageProgress:
 
 
 def _arrow_fold(
-    settings: AuditSettings, registry: list[tuple[int, int, str, bool]], end_time: int
+    settings: AuditSettings, registry: list[tuple[int, int, str, bool]], end_time: int, history: bool = False
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The per-partition replay, as a ``mapInArrow`` function (runs in the Python workers)."""
+    """The per-partition replay, as a ``mapInArrow`` function (runs in the Python workers).
+    With ``history`` the batches hold view records too: kept for the history invariants, not replayed."""
 
     def fold(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
+        import pyarrow.compute as pc
 
-        work = Fold(settings, registry, end_time)
+        work = Fold(settings, registry, end_time, history)
         words: dict[str, str] = {}
         with _collector_paused():
             for batch in batches:
+                if history:
+                    work.keep(batch.to_pylist())
+                    batch = batch.filter(pc.equal(batch.column("kind"), "channel"))
                 work.rows(zip(*arrow_columns(batch, CHANNEL_COLUMNS, words), strict=True))
         yield pa.RecordBatch.from_pydict({"partial": [work.finish().to_json()]})
 
@@ -724,6 +817,12 @@ def build_report(
     elapsed: float,
 ) -> AuditReport:
     ids = settings.ids()
+    skipped: list[Skipped] = []
+    if settings.keeps_history(other.view):
+        ids += [i for i in settings.history_ids() if i not in ids]
+    else:
+        why = "--no-history" if settings.history is False else "the trace has no view records (--history checks them)"
+        skipped.extend(Skipped(check=check, reason=why) for check in settings.history_ids())
     violations = {}
     for invariant in ids:
         kept = sorted(partial.examples.get(invariant, []), key=lambda e: (-e[0], e[1]))
@@ -731,13 +830,10 @@ def build_report(
             count=partial.violations.get(invariant, 0),
             examples=[Example(key=k or None, offset=_offset_of(order), detail=d) for order, k, d in kept],
         )
-    skipped = []
     registry_checks = [i for i in ("owner-registered", "orphan-cleaned") if i in ids]
     if not other.registry and registry_checks:
         for check in registry_checks:
             skipped.append(Skipped(check=check, reason="the trace has no registry records"))
-    if other.view:
-        skipped.append(Skipped(check="view records", reason=f"{other.view} view records are read, not audited"))
     accepted_reasons = {r.value for r in Reason if r.accepted}
     return AuditReport(
         inputs=list(paths),

@@ -947,6 +947,15 @@ def audit_command(
     invariant: Annotated[
         list[str] | None, typer.Option("--invariant", "-i", help="Check only these (repeatable).")
     ] = None,
+    history: Annotated[
+        bool | None,
+        typer.Option(
+            "--history/--no-history",
+            help="Also check the per-bundle history invariants (version-monotonic, one-value-per-version, "
+            "compaction-equivalence), keeping each bundle's records in memory (default: when the trace has "
+            "view records).",
+        ),
+    ] = None,
     partitions: Annotated[
         int | None, typer.Option(min=1, help="Spark partitions (default: ~250,000 records each, 4 per core at least).")
     ] = None,
@@ -959,8 +968,9 @@ def audit_command(
         ),
     ] = None,
 ) -> None:
-    """Replay recorded channel records through the resolver and the record invariants; report
-    every violation. Exit status: 0 none, 1 violations found, 2 bad usage or unreadable input."""
+    """Replay recorded channel records through the resolver and the record invariants (and, with
+    view records or --history, each bundle's history through the history invariants); report every
+    violation. Exit status: 0 none, 1 violations found, 2 bad usage or unreadable input."""
     from statechan.audit import AuditSettings, audit
 
     _load(model)
@@ -973,6 +983,7 @@ def audit_command(
             tombstone_timeout_s=tombstone_timeout,
             examples=examples,
             invariants=tuple(invariant) if invariant else None,
+            history=history,
         )
         settings.ids()
     except (ValueError, pydantic.ValidationError) as exc:
@@ -1035,8 +1046,11 @@ def _print_audit(result: AuditReport) -> None:
     console.print(table)
     counted = ", ".join(f"{k} {v:,}" for k, v in result.counted.items())
     console.print(f"counted (not violations): {counted}", highlight=False)
-    for skipped in result.skipped:
-        console.print(f"skipped: {skipped.check}: {skipped.reason}", highlight=False)
+    reasons: dict[str, list[str]] = {}
+    for skipped in result.skipped:  # one line per reason
+        reasons.setdefault(skipped.reason, []).append(skipped.check)
+    for reason, checks in reasons.items():
+        console.print(f"skipped: {', '.join(checks)}: {reason}", highlight=False)
     if result.quarantine:
         console.print(f"malformed lines quarantined in {result.quarantine}", highlight=False)
 

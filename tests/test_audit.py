@@ -8,6 +8,7 @@ import gzip
 import json
 import os
 import zlib
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,17 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from properties.catalogue import check_trace, history_ids
 from statechan.audit import AuditReport, AuditSettings, audit, spark_session
 from statechan.cli import app
+from statechan.cluster import Cluster
+from statechan.cluster.runfile import load_run
 from statechan.tracegen import PLANT_KINDS, GenStats, generate, write_generated
+from statechan.traces import convert, write_records
+
+HISTORY = history_ids()
+"""The history invariants an audit checks by default when it keeps histories."""
+DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 pytestmark = pytest.mark.slow
 
@@ -109,7 +118,9 @@ def test_a_clean_trace_has_no_violations(spark: Any, tmp_path: Path) -> None:
     assert report.violation_count == 0
     assert set(report.violations) == set(PLANT_KINDS)
     _assert_matches(report, stats)
-    assert report.skipped == []
+    assert {s.check: s.reason for s in report.skipped} == dict.fromkeys(
+        HISTORY, "the trace has no view records (--history checks them)"
+    )
     assert report.quarantine is None
     assert not (tmp_path / "report.quarantine.jsonl").exists()
 
@@ -187,8 +198,74 @@ def test_a_trace_without_registry_records_skips_the_registry_checks(spark: Any, 
     path = tmp_path / "no-registry.jsonl"
     path.write_text("".join(json.dumps(r.to_json()) + "\n" for r in trace if r.kind == "channel"))
     report = audit([path], spark=spark)
-    assert {s.check for s in report.skipped} == {"owner-registered", "orphan-cleaned"}
+    assert {s.check for s in report.skipped} == {"owner-registered", "orphan-cleaned", *HISTORY}
     assert report.registry_records == 0
+
+
+def _simulated_trace(run: str, folder: Path) -> tuple[Path, Cluster]:
+    """A saved counterexample replayed on its variant: the trace it leaves, views included."""
+    config, actions, _ = load_run(DOCS / "counterexamples" / f"{run}.json")
+    cluster = Cluster(config)
+    for action in actions:
+        cluster.step(action)
+    path = folder / f"{run}.jsonl"
+    write_records(cluster.trace, path)
+    return path, cluster
+
+
+@pytest.mark.parametrize(("run", "broken"), [("20110", "compaction-equivalence"), ("24186", "one-value-per-version")])
+def test_view_records_are_audited_by_the_history_invariants(spark: Any, tmp_path: Path, run: str, broken: str) -> None:
+    path, cluster = _simulated_trace(run, tmp_path)
+    settings = AuditSettings(storage=cluster.storage, model=cluster.model.name)
+    expected = Counter(v.invariant for v in check_trace(cluster.trace, cluster.storage, cluster.model.name))
+    assert expected[broken] > 0  # the bug this run puts back shows in its views
+    parquet = tmp_path / f"{run}.parquet"
+    convert(path, parquet)
+    reports = [audit([f], settings=settings, spark=spark) for f in (path, parquet)]
+    reports.append(audit([path], settings=settings, engine="local"))
+    for report in reports:
+        assert report.view_records == sum(1 for r in cluster.trace if r["kind"] == "view")
+        assert _counts(report) == dict(expected)
+        assert set(HISTORY) <= set(report.violations)
+        assert report.skipped == []
+    assert all(r.violations == reports[0].violations for r in reports)
+    off = audit([path], settings=settings.model_copy(update={"history": False}), engine="local")
+    assert broken not in _counts(off)
+    assert {s.check: s.reason for s in off.skipped} == dict.fromkeys(HISTORY, "--no-history")
+
+
+def test_history_can_be_asked_for_on_a_trace_without_views(spark: Any, tmp_path: Path) -> None:
+    path = tmp_path / "clean.parquet"
+    write_generated(path, 5_000, seed=12)
+    report = audit([path], settings=AuditSettings(history=True), spark=spark)
+    assert report.skipped == []
+    assert set(HISTORY) <= set(report.violations)
+    assert report.violation_count == 0
+    only = audit([path], settings=AuditSettings(invariants=("compaction-equivalence",), history=True), engine="local")
+    assert list(only.violations) == ["compaction-equivalence"]
+
+
+def test_malformed_view_rows_are_quarantined(spark: Any, tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path, cluster = _simulated_trace("24186", tmp_path)
+    parquet = tmp_path / "views.parquet"
+    convert(path, parquet)
+    table = pq.read_table(parquet)
+    kinds, observers = table.column("kind").to_pylist(), table.column("observer").to_pylist()
+    bad = [i for i, k in enumerate(kinds) if k == "view"][:2]
+    for i in bad:
+        observers[i] = ""
+    table = table.set_column(table.schema.get_field_index("observer"), "observer", pa.array(observers, pa.string()))
+    pq.write_table(table, parquet)
+    report = audit([parquet], tmp_path / "report.json", AuditSettings(storage=cluster.storage), spark=spark)
+    assert report.malformed == 2
+    assert report.records == len(kinds)
+    assert report.view_records == len([k for k in kinds if k == "view"]) - 2
+    quarantine = [json.loads(line) for line in (tmp_path / "report.quarantine.jsonl").read_text().splitlines()]
+    assert sorted(q["line"] for q in quarantine) == [i + 1 for i in bad]
+    assert all(q["error"].startswith("view: ") and "observer" in q["error"] for q in quarantine)
 
 
 runner = CliRunner()
@@ -211,7 +288,7 @@ def test_cli_exit_status_and_summary(spark: Any, planted: tuple[Path, Path, GenS
     ("args", "message"),
     [
         (["audit", "missing.jsonl"], "no such file"),
-        (["audit", "{trace}", "--invariant", "no-such-thing"], "not a record invariant"),
+        (["audit", "{trace}", "--invariant", "no-such-thing"], "not a record or history invariant"),
         (["audit", "{trace}", "--report", "/no/such/dir/r.json"], "no such directory"),
         (["traces", "generate", "{tmp}/x.jsonl", "--plant", "nonsense=2"], "expected KIND=COUNT"),
         (["traces", "generate", "{tmp}/x.csv"], "expected a .jsonl"),
