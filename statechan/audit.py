@@ -310,16 +310,21 @@ class Fold:
         self.kept: list[dict[str, Any]] = []
         """With ``history``: every channel and view record offered to :meth:`keep`, as trace records."""
 
-    def keep(self, rows: Iterable[dict[str, Any]]) -> None:
-        """Keep channel and view rows (flat schema) for the history invariants. A row that does not
-        validate is left out here: the replay (channel) or the first pass (view) quarantines it."""
-        kept = self.kept
-        for row in rows:
-            try:
-                record = from_flat_row(_BLANK_ROW | row)
-            except (ValueError, KeyError):  # pydantic.ValidationError is a ValueError
-                continue
-            kept.append(record.model_dump(mode="json", by_alias=True))
+    def keep(self, row: dict[str, Any]) -> bool:
+        """Keep a channel or view row (flat schema) for the history invariants; False if it does
+        not validate as a whole record. A view row that does not was quarantined by the first
+        pass; a channel row that does not is quarantined here, and must not be replayed either
+        (the history invariants would miss a record the record invariants saw)."""
+        try:
+            record = from_flat_row(_BLANK_ROW | row)
+        except (ValueError, KeyError) as exc:  # pydantic.ValidationError is a ValueError
+            if row.get("kind") == "channel":
+                error = validation_reason(exc) if isinstance(exc, pydantic.ValidationError) else str(exc)
+                text = json.dumps({n: row.get(n) for n in CHANNEL_COLUMNS[:9] + HISTORY_COLUMNS[1:3]}, default=str)
+                self.partial.malformed.append((row.get("source") or 0, row.get("line"), error, text))
+            return False
+        self.kept.append(record.model_dump(mode="json", by_alias=True))
+        return True
 
     def _record(self, found: Iterable[Any]) -> None:
         for v in found:
@@ -513,8 +518,8 @@ def audit_local(
     def channel_rows() -> Iterator[tuple[Any, ...]]:
         for row in _local_rows(paths):
             kind = row.get("kind")
-            if history and kind in ("channel", "view"):
-                fold.keep((row,))
+            if history and kind in ("channel", "view") and not fold.keep(row):
+                continue  # quarantined: a channel row by keep, a view row by the first pass
             if kind == "channel":
                 yield _channel_tuple(row)
 
@@ -756,15 +761,14 @@ def _arrow_fold(
 
     def fold(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         work = Fold(settings, registry, end_time, history)
         words: dict[str, str] = {}
         with _collector_paused():
             for batch in batches:
-                if history:
-                    work.keep(batch.to_pylist())
-                    batch = batch.filter(pc.equal(batch.column("kind"), "channel"))
+                if history:  # replay the channel records that validate whole
+                    replay = [work.keep(row) and row["kind"] == "channel" for row in batch.to_pylist()]
+                    batch = batch.filter(pa.array(replay, pa.bool_()))
                 work.rows(zip(*arrow_columns(batch, CHANNEL_COLUMNS, words), strict=True))
         yield pa.RecordBatch.from_pydict({"partial": [work.finish().to_json()]})
 

@@ -268,6 +268,30 @@ def test_malformed_view_rows_are_quarantined(spark: Any, tmp_path: Path) -> None
     assert all(q["error"].startswith("view: ") and "observer" in q["error"] for q in quarantine)
 
 
+def test_with_histories_a_channel_row_must_validate_whole(spark: Any, tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path, cluster = _simulated_trace("24186", tmp_path)
+    parquet = tmp_path / "channel.parquet"
+    convert(path, parquet)
+    table = pq.read_table(parquet)
+    kinds, offsets = table.column("kind").to_pylist(), table.column("offset").to_pylist()
+    bad = kinds.index("channel")
+    offsets[bad] = -5  # the replay alone takes it; a whole channel record may not have it
+    table = table.set_column(table.schema.get_field_index("offset"), "offset", pa.array(offsets, pa.int64()))
+    pq.write_table(table, parquet)
+    settings = AuditSettings(storage=cluster.storage, model=cluster.model.name)
+    for engine in ("spark", "local"):
+        report = audit([parquet], tmp_path / f"{engine}.json", settings, engine=engine, spark=spark)
+        assert report.malformed == 1
+        assert report.channel_records == kinds.count("channel") - 1
+        assert report.records == len(kinds)
+        (entry,) = [json.loads(line) for line in (tmp_path / f"{engine}.quarantine.jsonl").read_text().splitlines()]
+        assert entry["line"] == bad + 1
+        assert "offset" in entry["error"]
+
+
 runner = CliRunner()
 
 
