@@ -524,8 +524,8 @@ def one_value_per_version(history: KeyHistory) -> list[Violation]:
             found.append(
                 Violation(
                     "one-value-per-version",
-                    f"version {value.version_id} holds {_brief(other)} and then {_brief(value)} "
-                    f"(offset {record.offset})",
+                    f"version {value.version_id} holds {_brief(other)} and then {_brief(value)}"
+                    f"{_differing(other, value)} (offset {record.offset})",
                     history.key,
                 )
             )
@@ -834,6 +834,14 @@ def compaction_keeps_deletions(history: KeyHistory) -> list[Violation]:
 
 def _brief(data: ValueView | None) -> str:
     return brief(data, none="nothing")
+
+
+def _differing(first: ServiceUnitStateData, second: ServiceUnitStateData) -> str:
+    """Where two values differ, when their brief forms read the same (a timestamp, a split map)."""
+    if _brief(first) != _brief(second):
+        return ""
+    fields = [name for name in type(first).model_fields if getattr(first, name) != getattr(second, name)]
+    return f", which differs in {', '.join(fields)}"
 
 
 def _chosen(ids: Iterable[str] | None) -> list[Invariant]:
