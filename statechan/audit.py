@@ -605,11 +605,11 @@ def code_zip(folder: Path | None = None) -> Path:
     return target
 
 
-def default_partitions(spark: Any, channel_records: int) -> int:
+def default_partitions(spark: Any, records: int) -> int:
     """About 250,000 records a partition, and four per core at least: small partitions keep every
     core busy to the end (the fold of one partition is serial) and let one partition's sort
     overlap another's replay."""
-    return int(max(4 * spark.sparkContext.defaultParallelism, -(-channel_records // 250_000)))
+    return int(max(4 * spark.sparkContext.defaultParallelism, -(-records // 250_000)))
 
 
 def _spark_frame(spark: Any, paths: Sequence[str]) -> Any:
@@ -696,8 +696,8 @@ def audit_spark(
     other.saw_time(span["hi"])
     other.saw_time(span["lo"])
     end_time = other.max_time or 0
-    count = partitions or default_partitions(spark, channel_rows)
     history = settings.keeps_history(other.view)
+    count = partitions or default_partitions(spark, channel_rows + (other.view if history else 0))
     views = f" with {other.view:,} view records for the history invariants" if history else ""
     note(
         f"replaying {channel_rows:,} channel records{views} in {count} partitions by namespace "
