@@ -497,6 +497,7 @@ def version_monotonic(history: KeyHistory) -> list[Violation]:
                         "version-monotonic",
                         f"{who} went from {_brief(held)} to {_brief(value)} (offset {record.offset})",
                         history.key,
+                        record.offset,
                     )
                 )
             held = value
@@ -527,6 +528,7 @@ def one_value_per_version(history: KeyHistory) -> list[Violation]:
                     f"version {value.version_id} holds {_brief(other)} and then {_brief(value)}"
                     f"{_differing(other, value)} (offset {record.offset})",
                     history.key,
+                    record.offset,
                 )
             )
     for observer, records in sorted(history.views.items()):
@@ -538,6 +540,7 @@ def one_value_per_version(history: KeyHistory) -> list[Violation]:
                         f"{observer} took {_brief(record.value)}, which the channel never settled on "
                         f"(offset {record.offset})",
                         history.key,
+                        record.offset,
                     )
                 )
                 break

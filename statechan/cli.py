@@ -1040,7 +1040,8 @@ def _print_audit(result: AuditReport) -> None:
     table.add_column("first example")
     for invariant, summary in result.violations.items():
         first = summary.examples[0] if summary.examples else None
-        shown = "" if first is None else f"{first.key} @ {first.offset}: {first.detail}"
+        where = "" if first is None or first.offset is None else f" @ {first.offset}"
+        shown = "" if first is None else f"{first.key}{where}: {first.detail}"
         count = f"[red]{summary.count:,}[/red]" if summary.count else "0"
         table.add_row(invariant, count, shown)
     console.print(table)
