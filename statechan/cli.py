@@ -556,9 +556,11 @@ def check_command(
         typer.Option(help="Leave out this cluster invariant (repeatable), e.g. to look past a known finding."),
     ] = None,
 ) -> None:
-    """Explore every run of a small cluster within the bounds (breadth first, so a counterexample
-    is a shortest one), check every cluster invariant on every state, and check that every state
-    can still settle (liveness). Exit 0 when nothing breaks, 1 on a counterexample."""
+    """Explore every run of a small cluster within the bounds: safety and liveness.
+
+    Breadth first, so a counterexample is a shortest one; every cluster invariant is checked on
+    every state, and every state must still be able to settle (liveness). Exit 0 when nothing
+    breaks, 1 on a counterexample."""
     from properties.catalogue import simulation_ids
     from statechan.checker import check, graph_text
     from statechan.cluster.config import StoreKind
@@ -835,8 +837,10 @@ def traces_generate_command(
         typer.Option(help="Inject violations: KIND=COUNT (repeatable), e.g. --plant stuck-in-flight=3."),
     ] = None,
 ) -> None:
-    """Generate a trace at scale: assign, transfer, unload, split, crashes and clean-up across
-    many bundles and brokers, with known numbers of planted violations."""
+    """Generate a trace at scale, optionally with planted violations.
+
+    Assign, transfer, unload, split, crashes and clean-up across many bundles and brokers, with
+    known numbers of planted violations."""
     from statechan.tracegen import write_generated
 
     if not destination.name.endswith((".jsonl", ".jsonl.gz", ".parquet")):
@@ -870,8 +874,9 @@ def capture_zk_command(
         float, typer.Option(min=0.0, help="After the snapshot, record every change for this many seconds.")
     ] = 0.0,
 ) -> None:
-    """Snapshot /service_unit_state/** and the broker registry of a live ZooKeeper into a trace
-    for statechan audit (a snapshot holds each bundle's last write only, like a compacted topic,
+    """Snapshot a live ZooKeeper's bundle states and broker registry into a trace.
+
+    /service_unit_state/** and the registry, for statechan audit (a snapshot holds each bundle's last write only, like a compacted topic,
     so audit it with the default system-topic rules); with --follow, go on recording changes
     (new values, deletions as tombstones, brokers registering and leaving). Malformed nodes are
     kept in OUT.quarantine.jsonl, not fatal."""
@@ -968,9 +973,11 @@ def audit_command(
         ),
     ] = None,
 ) -> None:
-    """Replay recorded channel records through the resolver and the record invariants (and, with
-    view records or --history, each bundle's history through the history invariants); report every
-    violation. Exit status: 0 none, 1 violations found, 2 bad usage or unreadable input."""
+    """Audit recorded channel records against the protocol and report every violation.
+
+    Each record is replayed through the resolver and the record invariants (and, with view
+    records or --history, each bundle's history through the history invariants). Exit status:
+    0 none, 1 violations found, 2 bad usage or unreadable input."""
     from statechan.audit import AuditSettings, audit
 
     _load(model)
