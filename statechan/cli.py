@@ -876,10 +876,10 @@ def capture_zk_command(
 ) -> None:
     """Snapshot a live ZooKeeper's bundle states and broker registry into a trace.
 
-    /service_unit_state/** and the registry, for statechan audit (a snapshot holds each bundle's last write only, like a compacted topic,
-    so audit it with the default system-topic rules); with --follow, go on recording changes
-    (new values, deletions as tombstones, brokers registering and leaving). Malformed nodes are
-    kept in OUT.quarantine.jsonl, not fatal."""
+    /service_unit_state/** and the registry, for statechan audit (a snapshot holds each bundle's
+    last write only, like a compacted topic, so audit it with the default system-topic rules);
+    with --follow, go on recording changes (new values, deletions as tombstones, brokers
+    registering and leaving). Malformed nodes are kept in OUT.quarantine.jsonl, not fatal."""
     from statechan.capture import CaptureError, capture_zk
     from statechan.traces import write_records
 
