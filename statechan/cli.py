@@ -359,6 +359,23 @@ def _demo_audit() -> None:
     console.print("More: statechan audit --help · traces/README.md (format, report, recipes)", highlight=False)
 
 
+def _write_trace(cluster: Cluster, path: Path) -> None:
+    """Write a cluster's trace and say how to audit it: the auditor's storage and model are the
+    cluster's (the trace does not record them)."""
+    from statechan.traces import write_records
+
+    count = write_records(cluster.trace, path)
+    flags = "" if cluster.storage is StorageType.SystemTopic else " --storage metadata-store"
+    if cluster.model.name != DEFAULT_MODEL:
+        flags += f" --model {cluster.model.name}"
+    console.print(
+        f"trace: {count:,} records written to {path} (audit it: statechan audit {path}{flags})",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
+    )
+
+
 def _progress(message: str) -> None:
     err.print(f"[dim]audit:[/dim] {message}", highlight=False, soft_wrap=True)
 
@@ -430,7 +447,6 @@ def simulate_command(
     from statechan.cluster.config import VARIANTS, SimConfig, StoreKind
     from statechan.cluster.runfile import save_run as write_run
     from statechan.cluster.runner import Simulation, Workload
-    from statechan.traces import write_records
 
     if variant not in VARIANTS:
         err.print(f"[red]error:[/red] --variant: unknown {variant!r}; choose from {', '.join(VARIANTS)}")
@@ -485,8 +501,7 @@ def simulate_command(
             console.print(f"  {line}", highlight=False, markup=False)
         summary.violations.extend(history)
     if trace is not None:
-        count = write_records(simulation.cluster.trace, trace)
-        console.print(f"trace: {count:,} records written to {trace}")
+        _write_trace(simulation.cluster, trace)
     simulation.cluster.store.close()
     if save_run is not None:
         write_run(save_run, config, simulation.cluster.history, note=f"statechan simulate --seed {seed}")
@@ -703,8 +718,12 @@ def _undeclared(pair: tuple[str, str], storage: StorageType) -> str:
 def replay_command(
     run: Annotated[Path, typer.Argument(help="A run saved by simulate --save-run or by the bench.")],
     quiet: Annotated[bool, typer.Option(help="Only the verdict, not the timeline.")] = False,
+    trace: Annotated[
+        Path | None, typer.Option(help="Write the whole run's trace (JSON Lines, view records included) here.")
+    ] = None,
 ) -> None:
     """Replay a saved run step by step, printing its timeline and any broken invariant."""
+    from statechan.cluster import Cluster
     from statechan.cluster.runfile import RunFileError, load_saved_run
     from statechan.cluster.timeline import build_timeline, format_timeline
 
@@ -713,6 +732,9 @@ def replay_command(
     except RunFileError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
+    if trace is not None and not trace.parent.is_dir():
+        err.print(f"[red]error:[/red] --trace {trace}: no such directory {trace.parent}")
+        raise typer.Exit(2)
     checker, _ = _invariant_checker(1)
     steps = build_timeline(config, actions, checker, stop_at_violation=True, final_check=_history_checker, picks=picks)
     if not quiet:
@@ -728,6 +750,11 @@ def replay_command(
         highlight=False,
         markup=False,
     )
+    if trace is not None:  # every action, past a broken invariant too: the trace of the whole run
+        cluster = Cluster(config, picks=picks)
+        for action in actions:
+            cluster.step(action)
+        _write_trace(cluster, trace)
     if broken:
         raise typer.Exit(1)
 

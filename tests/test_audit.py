@@ -295,6 +295,21 @@ def test_with_histories_a_channel_row_must_validate_whole(spark: Any, tmp_path: 
 runner = CliRunner()
 
 
+@pytest.mark.parametrize(("run", "broken"), [("20110", "compaction-equivalence"), ("24186", "one-value-per-version")])
+def test_replay_writes_a_trace_and_the_command_that_audits_it(tmp_path: Path, run: str, broken: str) -> None:
+    trace = tmp_path / "run.jsonl"
+    replayed = runner.invoke(
+        app, ["replay", str(DOCS / "counterexamples" / f"{run}.json"), "--quiet", "--trace", str(trace)]
+    )
+    assert replayed.exit_code == 1, replayed.output
+    hint = replayed.output.split("(audit it: statechan ", 1)[1].split(")", 1)[0]
+    argv = " ".join(hint.split()).split(" ")  # rich may wrap the line
+    report = tmp_path / "report.json"
+    audited = runner.invoke(app, [*argv, "--engine", "local", "--report", str(report)])
+    assert audited.exit_code == 1, audited.output
+    assert json.loads(report.read_text())["violations"][broken]["count"] == 1
+
+
 def test_cli_exit_status_and_summary(spark: Any, planted: tuple[Path, Path, GenStats], tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     result = runner.invoke(app, ["audit", str(planted[0]), "--report", str(report), "--master", "local[2]"])
