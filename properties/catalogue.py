@@ -788,17 +788,17 @@ def _compaction_divergence(history: KeyHistory, across_deletions: bool) -> list[
             continue  # the compacted ledger has no entry for the key
         born = lifetime_start[horizon]
         positions = range(born) if across_deletions else range(born, horizon)
-        tried: list[ServiceUnitStateData | None] = []
+        tried: set[int] = set()  # ids of the held values tried (each is alive in ``held``)
         for position in positions:
             start = held[position]
-            if any(start is t for t in tried):
+            if id(start) in tried:
                 continue
-            tried.append(start)
+            tried.add(id(start))
             served = compacted if decide(rules, start, compacted).accepted else start
-            if served == compacted:
+            if served is compacted or served == compacted:  # identity first: pydantic's == is slow
                 continue
             end = finish(served, horizon)
-            if end != final:
+            if end is not final and end != final:
                 return [
                     Violation(
                         invariant_id,
@@ -899,7 +899,8 @@ def histories_from_trace(
     storage: StorageType = StorageType.SystemTopic,
     model: str = DEFAULT_MODEL,
 ) -> list[KeyHistory]:
-    """Group a trace's channel and view records by key (values decoded from Pulsar JSON)."""
+    """Group a trace's channel and view records by key (values decoded from Pulsar JSON, or
+    already :class:`ServiceUnitStateData`)."""
     channel: dict[str, list[HistoryRecord]] = {}
     views: dict[str, dict[str, list[HistoryRecord]]] = {}
     for record in trace:
@@ -908,7 +909,9 @@ def histories_from_trace(
             continue
         key = str(record["key"])
         raw = record.get("value")
-        value = None if raw is None else ServiceUnitStateData.model_validate(raw)
+        value = (
+            raw if raw is None or isinstance(raw, ServiceUnitStateData) else ServiceUnitStateData.model_validate(raw)
+        )
         offset = int(record["offset"])  # type: ignore[call-overload]
         if kind == "channel":
             time = int(record.get("publish_time", 0))  # type: ignore[call-overload]

@@ -323,7 +323,7 @@ class Fold:
                 text = json.dumps({n: row.get(n) for n in CHANNEL_COLUMNS[:9] + HISTORY_COLUMNS[1:3]}, default=str)
                 self.partial.malformed.append((row.get("source") or 0, row.get("line"), error, text))
             return False
-        self.kept.append(record.model_dump(mode="json", by_alias=True))
+        self.kept.append(dict(record.__dict__))  # the fields as they are: the value stays validated
         return True
 
     def _record(self, found: Iterable[Any]) -> None:
