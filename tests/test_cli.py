@@ -106,6 +106,7 @@ def test_demo_prints_graph_and_resolver_answers() -> None:
     assert "FAIL" not in result.output
     assert "no invariant broken; every state can settle" in result.output  # the checker's proof
     assert "broken: in-flight-acted-on" in result.output  # and the bug it finds
+    assert "which differs in timestamp" in result.output  # the auditor on #24186's view records
 
 
 def test_check_docs_detects_stale_files(tmp_path: object) -> None:
