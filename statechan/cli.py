@@ -1087,11 +1087,15 @@ def audit_command(
         raise typer.Exit(1)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
 def _print_audit(result: AuditReport) -> None:
     rejected = sum(result.rejected.values())
     console.print(
-        f"{result.records:,} records ({result.channel_records:,} channel, {result.bundles:,} bundles, "
-        f"{result.namespaces:,} namespace(s); {result.malformed:,} malformed); resolver: {result.accepted:,} "
+        f"{result.records:,} records ({result.channel_records:,} channel, {_count(result.bundles, 'bundle')}, "
+        f"{_count(result.namespaces, 'namespace')}; {result.malformed:,} malformed); resolver: {result.accepted:,} "
         f"accepted, {rejected:,} rejected"
         + (f" ({', '.join(f'{r} {n:,}' for r, n in result.rejected.items())})" if rejected else ""),
         highlight=False,
