@@ -265,9 +265,10 @@ def _checked_value(
     return data.state, dst, src, data.force
 
 
-def _reason(exc: Exception) -> str:
+def _reason(exc: Exception, within: str = "value.") -> str:
+    """An error in one line; a validation error names its field, ``within`` the part validated."""
     if isinstance(exc, pydantic.ValidationError):
-        return f"value.{validation_reason(exc)}"
+        return f"{within}{validation_reason(exc)}"
     return str(exc)
 
 
@@ -319,7 +320,7 @@ class Fold:
             record = from_flat_row(_BLANK_ROW | row)
         except (ValueError, KeyError) as exc:  # pydantic.ValidationError is a ValueError
             if row.get("kind") == "channel":
-                error = validation_reason(exc) if isinstance(exc, pydantic.ValidationError) else str(exc)
+                error = _reason(exc, within="")  # a whole record: the field path is in the error
                 text = json.dumps({n: row.get(n) for n in CHANNEL_COLUMNS[:9] + HISTORY_COLUMNS[1:3]}, default=str)
                 self.partial.malformed.append((row.get("source") or 0, row.get("line"), error, text))
             return False
@@ -459,8 +460,7 @@ def _note_other(other: Other, row: dict[str, Any], source: int, line: int | None
         try:
             from_flat_row(_BLANK_ROW | row)
         except (ValueError, KeyError) as exc:
-            error = validation_reason(exc) if isinstance(exc, pydantic.ValidationError) else str(exc)
-            other.malformed.append((source, line, f"view: {error}", json.dumps(row, default=str)))
+            other.malformed.append((source, line, f"view: {_reason(exc, within='')}", json.dumps(row, default=str)))
             return
         other.view += 1
 

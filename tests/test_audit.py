@@ -50,6 +50,15 @@ def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, GenSt
     return folder / "trace.parquet", folder / "trace.jsonl.gz", stats
 
 
+def _write_with_column(table: Any, name: str, values: list[Any], path: Path) -> None:
+    """Write ``table`` to ``path`` as Parquet with column ``name`` replaced by ``values`` (same type)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    index = table.schema.get_field_index(name)
+    pq.write_table(table.set_column(index, name, pa.array(values, table.schema.field(index).type)), path)
+
+
 def _counts(report: AuditReport) -> dict[str, int]:
     return {k: v.count for k, v in report.violations.items() if v.count}
 
@@ -173,7 +182,6 @@ def test_malformed_lines_are_counted_quarantined_and_the_rest_audited(spark: Any
 
 
 def test_malformed_parquet_rows_are_quarantined(spark: Any, tmp_path: Path) -> None:
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     path = tmp_path / "trace.parquet"
@@ -183,8 +191,7 @@ def test_malformed_parquet_rows_are_quarantined(spark: Any, tmp_path: Path) -> N
     broken = [i for i, s in enumerate(states) if s == "Owned"][:3]
     for i in broken:
         states[i] = "Orphaned"
-    table = table.set_column(table.schema.get_field_index("state"), "state", pa.array(states, pa.string()))
-    pq.write_table(table, path)
+    _write_with_column(table, "state", states, path)
     report = audit([path], tmp_path / "report.json", spark=spark)
     assert report.malformed == 3
     assert report.records == stats.records
@@ -211,6 +218,16 @@ def _simulated_trace(run: str, folder: Path) -> tuple[Path, Cluster]:
     path = folder / f"{run}.jsonl"
     write_records(cluster.trace, path)
     return path, cluster
+
+
+def _simulated_parquet(run: str, folder: Path) -> tuple[Path, Any, Cluster]:
+    """The same trace as Parquet, and its rows as an Arrow table (to break some)."""
+    import pyarrow.parquet as pq
+
+    path, cluster = _simulated_trace(run, folder)
+    parquet = path.with_suffix(".parquet")
+    convert(path, parquet)
+    return parquet, pq.read_table(parquet), cluster
 
 
 @pytest.mark.parametrize(("run", "broken"), [("20110", "compaction-equivalence"), ("24186", "one-value-per-version")])
@@ -246,19 +263,12 @@ def test_history_can_be_asked_for_on_a_trace_without_views(spark: Any, tmp_path:
 
 
 def test_malformed_view_rows_are_quarantined(spark: Any, tmp_path: Path) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    path, cluster = _simulated_trace("24186", tmp_path)
-    parquet = tmp_path / "views.parquet"
-    convert(path, parquet)
-    table = pq.read_table(parquet)
+    parquet, table, cluster = _simulated_parquet("24186", tmp_path)
     kinds, observers = table.column("kind").to_pylist(), table.column("observer").to_pylist()
     bad = [i for i, k in enumerate(kinds) if k == "view"][:2]
     for i in bad:
         observers[i] = ""
-    table = table.set_column(table.schema.get_field_index("observer"), "observer", pa.array(observers, pa.string()))
-    pq.write_table(table, parquet)
+    _write_with_column(table, "observer", observers, parquet)
     report = audit([parquet], tmp_path / "report.json", AuditSettings(storage=cluster.storage), spark=spark)
     assert report.malformed == 2
     assert report.records == len(kinds)
@@ -269,18 +279,11 @@ def test_malformed_view_rows_are_quarantined(spark: Any, tmp_path: Path) -> None
 
 
 def test_with_histories_a_channel_row_must_validate_whole(spark: Any, tmp_path: Path) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    path, cluster = _simulated_trace("24186", tmp_path)
-    parquet = tmp_path / "channel.parquet"
-    convert(path, parquet)
-    table = pq.read_table(parquet)
+    parquet, table, cluster = _simulated_parquet("24186", tmp_path)
     kinds, offsets = table.column("kind").to_pylist(), table.column("offset").to_pylist()
     bad = kinds.index("channel")
     offsets[bad] = -5  # the replay alone takes it; a whole channel record may not have it
-    table = table.set_column(table.schema.get_field_index("offset"), "offset", pa.array(offsets, pa.int64()))
-    pq.write_table(table, parquet)
+    _write_with_column(table, "offset", offsets, parquet)
     settings = AuditSettings(storage=cluster.storage, model=cluster.model.name)
     for engine in ("spark", "local"):
         report = audit([parquet], tmp_path / f"{engine}.json", settings, engine=engine, spark=spark)
