@@ -193,12 +193,13 @@ class Broker:
             self.view = topic_view
             self.reader = topic_view.reader
         tail: Listener = self.handle_event
-        if isinstance(self.view, MetadataStoreTableView) and cluster.config.trace_views:
-            tail = self._traced_event
+        existing: Listener = self.handle_existing
         outdated: Listener = self.handle_invalidate
         if isinstance(self.view, MetadataStoreTableView) and cluster.config.trace_views:
-            outdated = self._traced_invalidate
-        self.view.start(tail=tail, existing=self.handle_existing, outdated=outdated)
+            # a store view changes by watch events, by dropping everything when its session is lost,
+            # and by loading every node when it starts or its session comes back: each is traced
+            tail, existing, outdated = self._traced_event, self._traced_existing, self._traced_invalidate
+        self.view.start(tail=tail, existing=existing, outdated=outdated)
         self.channel = ChannelState.Started
         if self.leader_view is None:
             self.try_lead()
@@ -680,6 +681,10 @@ class Broker:
     def _traced_event(self, key: str, value: ServiceUnitStateData | None) -> None:
         self._observe_tail(key, value)
         self.handle_event(key, value)
+
+    def _traced_existing(self, key: str, value: ServiceUnitStateData | None) -> None:
+        self._observe_tail(key, value)
+        self.handle_existing(key, value)
 
     def _traced_invalidate(self, key: str, value: ServiceUnitStateData | None) -> None:
         self._observe_tail(key, None)  # the session is lost: the view drops its cached entry
