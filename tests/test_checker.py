@@ -280,3 +280,16 @@ def test_store_coverage_counts_a_deleted_node_as_back_to_init() -> None:
         ("Deleted", "Init"),
         ("Init", "Owned"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("bounds", "words"),
+    [
+        (Bounds(), "2 brokers, 1 bundle, 1 lookup, 1 admin (transfer/split), 2 ticks"),
+        (Bounds(crashes=1, restarts=1, ticks=1), "1 crash, 1 restart, 1 tick"),
+        (Bounds(crashes=2, session_losses=2, bundles=2), "2 bundles, 1 lookup, 1 admin (transfer/split), 2 crashes, "),
+        (Bounds(session_losses=1, leader_changes=2), "1 session loss, 2 leader changes"),
+    ],
+)
+def test_bounds_are_described_in_words(bounds: Bounds, words: str) -> None:
+    assert words in bounds.describe()
