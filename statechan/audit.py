@@ -466,23 +466,86 @@ def _note_other(other: Other, row: dict[str, Any], source: int, line: int | None
 
 
 # -- the local engine -----------------------------------------------------------------------------------
-def _local_rows(paths: Sequence[str]) -> Iterator[dict[str, Any]]:
-    for source, path in enumerate(paths):
-        if is_parquet(path):
-            import pyarrow.parquet as pq
+def _file_rows(path: str, source: int) -> Iterator[dict[str, Any]]:
+    """A trace file's records as rows of the flat schema, with their ``source`` and ``line``."""
+    if is_parquet(path):
+        import pyarrow.parquet as pq
 
-            index = 0
-            for batch in pq.ParquetFile(path).iter_batches():
-                for row in batch.to_pylist():
-                    index += 1
-                    row.update(source=source, line=index, error=None, text=None)
+        index = 0
+        for batch in pq.ParquetFile(path).iter_batches():
+            for row in batch.to_pylist():
+                index += 1
+                row.update(source=source, line=index, error=None, text=None)
+                yield row
+    else:
+        with open_text(path) as handle:
+            for number, text in enumerate(handle, start=1):
+                row = parse_line(source, number, text)
+                if row is not None:
                     yield row
-        else:
-            with open_text(path) as handle:
-                for number, text in enumerate(handle, start=1):
-                    row = parse_line(source, number, text)
-                    if row is not None:
-                        yield row
+
+
+LOCAL_BATCH_ROWS = 65_536
+"""Rows per Arrow batch when the local engine reads Parquet."""
+
+
+@dataclass
+class _Scan:
+    """What the local engine's first pass learns besides the other records."""
+
+    records: int = 0
+    last: int = -(2**63)
+    in_order: bool = True
+
+    def saw_offset(self, offset: int) -> None:
+        self.in_order = self.in_order and offset >= self.last
+        self.last = offset
+
+
+def _scan_parquet(path: str, source: int, other: Other, scan: _Scan) -> None:
+    """The first pass over a Parquet file, a batch at a time: only the rows that are not channel
+    records become Python objects; of the channel records, the time span and whether their
+    offsets ascend are worked out by Arrow."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    base = 0
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=LOCAL_BATCH_ROWS):
+        channel = pc.fill_null(pc.equal(batch.column("kind"), "channel"), False)
+        records = batch.filter(channel)
+        if records.num_rows:
+            span = pc.min_max(records.column("time")).as_py()
+            other.saw_time(span["min"])
+            other.saw_time(span["max"])
+            offsets = records.column("offset").drop_null()
+            if len(offsets):
+                scan.saw_offset(offsets[0].as_py())
+                if len(offsets) > 1 and not pc.all(pc.greater_equal(offsets[1:], offsets[:-1])).as_py():
+                    scan.in_order = False
+                scan.last = offsets[-1].as_py()
+        rest = pc.invert(channel)
+        lines = pc.indices_nonzero(rest).to_pylist()
+        for line, row in zip(lines, batch.filter(rest).to_pylist(), strict=True):
+            row.update(source=source, line=base + line + 1, error=None, text=None)
+            _note_other(other, row, source, base + line + 1)
+        scan.records += batch.num_rows
+        base += batch.num_rows
+
+
+def _parquet_channel_rows(path: str, source: int) -> Iterator[tuple[Any, ...]]:
+    """A Parquet file's channel records as :data:`CHANNEL_COLUMNS` tuples, a batch at a time
+    (through :func:`arrow_columns`, as the Spark workers read theirs)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    words: dict[str, str] = {}
+    base = 0
+    for batch in pq.ParquetFile(path).iter_batches(LOCAL_BATCH_ROWS, columns=["kind", *CHANNEL_COLUMNS[:9]]):
+        channel = pc.fill_null(pc.equal(batch.column("kind"), "channel"), False)
+        lines = [base + i + 1 for i in pc.indices_nonzero(channel).to_pylist()]
+        columns = arrow_columns(batch.filter(channel), CHANNEL_COLUMNS[:9], words)
+        yield from zip(*columns, [source] * len(lines), lines, strict=True)
+        base += batch.num_rows
 
 
 _OFFSET = CHANNEL_COLUMNS.index("offset")
@@ -500,28 +563,35 @@ def audit_local(
     """Audit in this process: a pass for the registry and the time span, then the replay."""
     note = progress or (lambda _: None)
     other = Other()
-    records = 0
-    last, in_order = -(2**63), True
-    for row in _local_rows(paths):
-        records += 1
-        if row.get("kind") == "channel":
-            other.saw_time(row.get("time"))
-            offset = row.get("offset")
-            if offset is not None:
-                in_order = in_order and offset >= last
-                last = offset
-        else:
-            _note_other(other, row, row.get("source") or 0, row.get("line"))
+    scan = _Scan()
+    for source, path in enumerate(paths):
+        if is_parquet(path):
+            _scan_parquet(path, source, other, scan)
+            continue
+        for row in _file_rows(path, source):
+            scan.records += 1
+            if row.get("kind") == "channel":
+                other.saw_time(row.get("time"))
+                offset = row.get("offset")
+                if offset is not None:
+                    scan.saw_offset(offset)
+            else:
+                _note_other(other, row, row.get("source") or 0, row.get("line"))
+    records, in_order = scan.records, scan.in_order
     history = settings.keeps_history(other.view)
     fold = Fold(settings, other.registry, other.max_time or 0, history)
 
     def channel_rows() -> Iterator[tuple[Any, ...]]:
-        for row in _local_rows(paths):
-            kind = row.get("kind")
-            if history and kind in ("channel", "view") and not fold.keep(row):
-                continue  # quarantined: a channel row by keep, a view row by the first pass
-            if kind == "channel":
-                yield _channel_tuple(row)
+        for source, path in enumerate(paths):
+            if is_parquet(path) and not history:  # columnar; with histories, whole records are kept
+                yield from _parquet_channel_rows(path, source)
+                continue
+            for row in _file_rows(path, source):
+                kind = row.get("kind")
+                if history and kind in ("channel", "view") and not fold.keep(row):
+                    continue  # quarantined: a channel row by keep, a view row by the first pass
+                if kind == "channel":
+                    yield _channel_tuple(row)
 
     channel: Iterator[tuple[Any, ...]] = channel_rows()
     if in_order:

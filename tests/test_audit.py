@@ -200,6 +200,42 @@ def test_malformed_parquet_rows_are_quarantined(spark: Any, tmp_path: Path) -> N
     assert all("state" in q["error"] and "Orphaned" in q["text"] for q in quarantine)
 
 
+def test_the_local_engine_reads_parquet_a_batch_at_a_time_as_spark_reads_it(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Out of offset order, malformed channel and registry rows, and batches much smaller than the
+    file: the local engine's columnar reading gives Spark's report and quarantine, line for line."""
+    import pyarrow.parquet as pq
+
+    import statechan.audit
+
+    path = tmp_path / "trace.parquet"
+    plant = {"single-owner": 1, "owner-registered": 2, "stuck-in-flight": 1}
+    stats = write_generated(path, 4_000, seed=6, plant=plant)
+    table = pq.read_table(path)
+    table = table.take(sorted(range(table.num_rows), key=lambda i: i % 7))  # seven runs, each in order
+    states = table.column("state").to_pylist()
+    for i in [i for i, s in enumerate(states) if s == "Owned"][:3]:
+        states[i] = "Orphaned"
+    events = table.column("event").to_pylist()
+    events[max(i for i, e in enumerate(events) if e is not None)] = "vanished"  # the last registry row
+    _write_with_column(table, "state", states, path)
+    _write_with_column(pq.read_table(path), "event", events, path)
+    monkeypatch.setattr(statechan.audit, "LOCAL_BATCH_ROWS", 97)
+    local = audit([path], tmp_path / "local.json", engine="local")
+    on_spark = audit([path], tmp_path / "spark.json", spark=spark)
+    assert local.malformed == 4
+    assert local.records == stats.records
+    assert _counts(local)["single-owner"] == 1
+    assert _counts(local)["stuck-in-flight"] == 1
+    assert _counts(local)["owner-registered"] >= 2
+    ignore = {"engine", "elapsed_s", "quarantine"}
+    assert local.model_dump(exclude=ignore) == on_spark.model_dump(exclude=ignore)
+    quarantined = [(tmp_path / f"{name}.quarantine.jsonl").read_text() for name in ("local", "spark")]
+    assert quarantined[0] == quarantined[1]
+    assert "vanished" in quarantined[0]
+
+
 def test_a_trace_without_registry_records_skips_the_registry_checks(spark: Any, tmp_path: Path) -> None:
     trace, _ = generate(2_000, seed=2)
     path = tmp_path / "no-registry.jsonl"
