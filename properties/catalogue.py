@@ -894,6 +894,19 @@ def check_history(history: KeyHistory, ids: Iterable[str] | None = None) -> list
     return found
 
 
+def _validated(raw: object) -> ServiceUnitStateData:
+    """A record's value: already validated, or Pulsar's JSON object."""
+    return raw if isinstance(raw, ServiceUnitStateData) else ServiceUnitStateData.model_validate(raw)
+
+
+def _decoded(record: Mapping[str, object]) -> Mapping[str, object]:
+    """A channel or view record with its value validated (so the two kinds of check share it)."""
+    raw = record.get("value")
+    if raw is None or isinstance(raw, ServiceUnitStateData) or record.get("kind") not in ("channel", "view"):
+        return record
+    return {**record, "value": ServiceUnitStateData.model_validate(raw)}
+
+
 def histories_from_trace(
     trace: Iterable[Mapping[str, object]],
     storage: StorageType = StorageType.SystemTopic,
@@ -909,9 +922,7 @@ def histories_from_trace(
             continue
         key = str(record["key"])
         raw = record.get("value")
-        value = (
-            raw if raw is None or isinstance(raw, ServiceUnitStateData) else ServiceUnitStateData.model_validate(raw)
-        )
+        value = None if raw is None else _validated(raw)
         offset = int(record["offset"])  # type: ignore[call-overload]
         if kind == "channel":
             time = int(record.get("publish_time", 0))  # type: ignore[call-overload]
@@ -994,7 +1005,8 @@ def replay_trace(
     settings: ReplaySettings | None = None,
     ids: Iterable[str] | None = None,
 ) -> tuple[list[Violation], TraceReplay]:
-    """The record invariants over a trace's channel records (a list: it is read twice, registry first)."""
+    """The record invariants over a trace's channel records (a list: it is read twice, registry
+    first); values as Pulsar's JSON objects or already validated."""
     records = list(trace)
     replay = TraceReplay(record_checks(ids), settings, registry_from_trace(records))
     found: list[Violation] = []
@@ -1005,7 +1017,7 @@ def replay_trace(
         if record.get("kind") != "channel":
             continue
         raw = record.get("value")
-        value = None if raw is None else light(ServiceUnitStateData.model_validate(raw))
+        value = None if raw is None else light(_validated(raw))
         found.extend(replay.offer(str(record["key"]), int(record["offset"]), time, value))  # type: ignore[call-overload]
     found.extend(replay.finish(end))
     return found, replay
@@ -1049,7 +1061,7 @@ def check_trace(
     """Every default history and record invariant (or those named) on a trace; ``settings``
     (default: the auditor's) give the record invariants' thresholds."""
     wanted = None if ids is None else list(ids)
-    records = list(trace)
+    records = [_decoded(record) for record in trace]
     found: list[Violation] = []
     for history in histories_from_trace(records, storage, model):
         found.extend(check_history(history, wanted))
