@@ -472,7 +472,7 @@ def _file_rows(path: str, source: int) -> Iterator[dict[str, Any]]:
         import pyarrow.parquet as pq
 
         index = 0
-        for batch in pq.ParquetFile(path).iter_batches():
+        for batch in pq.ParquetFile(path).iter_batches(LOCAL_BATCH_ROWS):
             for row in batch.to_pylist():
                 index += 1
                 row.update(source=source, line=index, error=None, text=None)
@@ -502,6 +502,13 @@ class _Scan:
         self.last = offset
 
 
+def _is_channel(batch: Any) -> Any:
+    """Which rows of an Arrow batch are channel records (a null kind is not)."""
+    import pyarrow.compute as pc
+
+    return pc.fill_null(pc.equal(batch.column("kind"), "channel"), False)
+
+
 def _scan_parquet(path: str, source: int, other: Other, scan: _Scan) -> None:
     """The first pass over a Parquet file, a batch at a time: only the rows that are not channel
     records become Python objects; of the channel records, the time span and whether their
@@ -510,24 +517,24 @@ def _scan_parquet(path: str, source: int, other: Other, scan: _Scan) -> None:
     import pyarrow.parquet as pq
 
     base = 0
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=LOCAL_BATCH_ROWS):
-        channel = pc.fill_null(pc.equal(batch.column("kind"), "channel"), False)
-        records = batch.filter(channel)
-        if records.num_rows:
-            span = pc.min_max(records.column("time")).as_py()
+    for batch in pq.ParquetFile(path).iter_batches(LOCAL_BATCH_ROWS):
+        channel = _is_channel(batch)
+        channel_batch = batch.filter(channel)
+        if channel_batch.num_rows:
+            span = pc.min_max(channel_batch.column("time")).as_py()
             other.saw_time(span["min"])
             other.saw_time(span["max"])
-            offsets = records.column("offset").drop_null()
+            offsets = channel_batch.column("offset").drop_null()
             if len(offsets):
                 scan.saw_offset(offsets[0].as_py())
                 if len(offsets) > 1 and not pc.all(pc.greater_equal(offsets[1:], offsets[:-1])).as_py():
                     scan.in_order = False
                 scan.last = offsets[-1].as_py()
         rest = pc.invert(channel)
-        lines = pc.indices_nonzero(rest).to_pylist()
+        lines = [base + i + 1 for i in pc.indices_nonzero(rest).to_pylist()]
         for line, row in zip(lines, batch.filter(rest).to_pylist(), strict=True):
-            row.update(source=source, line=base + line + 1, error=None, text=None)
-            _note_other(other, row, source, base + line + 1)
+            row.update(source=source, line=line, error=None, text=None)
+            _note_other(other, row, source, line)
         scan.records += batch.num_rows
         base += batch.num_rows
 
@@ -541,7 +548,7 @@ def _parquet_channel_rows(path: str, source: int) -> Iterator[tuple[Any, ...]]:
     words: dict[str, str] = {}
     base = 0
     for batch in pq.ParquetFile(path).iter_batches(LOCAL_BATCH_ROWS, columns=["kind", *CHANNEL_COLUMNS[:9]]):
-        channel = pc.fill_null(pc.equal(batch.column("kind"), "channel"), False)
+        channel = _is_channel(batch)
         lines = [base + i + 1 for i in pc.indices_nonzero(channel).to_pylist()]
         columns = arrow_columns(batch.filter(channel), CHANNEL_COLUMNS[:9], words)
         yield from zip(*columns, [source] * len(lines), lines, strict=True)

@@ -988,9 +988,7 @@ def audit_command(
     master: Annotated[
         str | None, typer.Option(help="Spark master URL (default: spark-submit's, else local[*]).")
     ] = None,
-    engine: Annotated[
-        Engine, typer.Option(help="spark, or local: one Python process, no Java needed.")
-    ] = Engine.spark,
+    engine: Annotated[Engine, typer.Option(help="spark, or local: one Python process, no Java needed.")] = Engine.spark,
     storage: Annotated[
         Storage, typer.Option("--storage", "-s", help="The resolver's storage: a topic or a store dump.")
     ] = Storage.system_topic,
