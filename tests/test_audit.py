@@ -424,6 +424,11 @@ def test_several_inputs_of_both_formats_are_one_trace(spark: Any, tmp_path: Path
     assert report.records == first.records + second.records
     assert report.bundles == first.bundles + second.bundles
     assert _counts(report) == {"single-owner": 1, "stuck-in-flight": 2}
+    ignore = {"engine", "elapsed_s"}
+    local = audit([tmp_path / "a.parquet", tmp_path / "b.jsonl"], engine="local")
+    assert local.model_dump(exclude=ignore) == report.model_dump(exclude=ignore)
+    backwards = audit([tmp_path / "b.jsonl", tmp_path / "a.parquet"], engine="local")  # out of offset order
+    assert backwards.model_dump(exclude=ignore | {"inputs"}) == report.model_dump(exclude=ignore | {"inputs"})
 
 
 def test_a_folder_of_traces_is_read_whole(tmp_path: Path) -> None:
