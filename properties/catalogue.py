@@ -495,7 +495,7 @@ def version_monotonic(history: KeyHistory) -> list[Violation]:
                 found.append(
                     Violation(
                         "version-monotonic",
-                        f"{who} went from {_brief(held)} to {_brief(value)} (offset {record.offset})",
+                        f"{who} went from {_brief(held)} to {_brief(value)}",
                         history.key,
                         record.offset,
                     )
@@ -526,7 +526,7 @@ def one_value_per_version(history: KeyHistory) -> list[Violation]:
                 Violation(
                     "one-value-per-version",
                     f"version {value.version_id} holds {_brief(other)} and then {_brief(value)}"
-                    f"{_differing(other, value)} (offset {record.offset})",
+                    f"{_differing(other, value)}",
                     history.key,
                     record.offset,
                 )
@@ -537,8 +537,7 @@ def one_value_per_version(history: KeyHistory) -> list[Violation]:
                 found.append(
                     Violation(
                         "one-value-per-version",
-                        f"{observer} took {_brief(record.value)}, which the channel never settled on "
-                        f"(offset {record.offset})",
+                        f"{observer} took {_brief(record.value)}, which the channel never settled on",
                         history.key,
                         record.offset,
                     )

@@ -15,5 +15,6 @@ class Violation:
     offset: int | None = None
 
     def __str__(self) -> str:
-        where = f" [{self.key}]" if self.key else ""
+        at = "" if self.offset is None else f" @ {self.offset}"
+        where = f" [{self.key}{at}]" if self.key else at
         return f"{self.invariant}{where}: {self.detail}"

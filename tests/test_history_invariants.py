@@ -38,7 +38,7 @@ def view(offset: int, observer: str, value: dict[str, Any] | None, accepted: boo
 def found(records: list[dict[str, Any]], storage: StorageType = StorageType.SystemTopic) -> list[str]:
     (history,) = histories_from_trace(records, storage)
     ids = ["version-monotonic", "one-value-per-version"]
-    return [f"{v.invariant}: {v.detail}" for v in check_history(history, ids)]
+    return [f"{v.invariant} @ {v.offset}: {v.detail}" for v in check_history(history, ids)]
 
 
 ASSIGN, OWN = v("Assigning", 1), v("Owned", 2)
@@ -55,7 +55,7 @@ CASES: list[tuple[str, list[dict[str, Any]], StorageType, list[str]]] = [
         "a view that goes back a version",
         [channel(0, ASSIGN), channel(1, OWN), view(2, B1, OWN), view(3, B1, ASSIGN)],
         StorageType.SystemTopic,
-        ["version-monotonic: b1:8080 went from Owned dst=b0:8080 v2 to Assigning dst=b0:8080 v1 (offset 3)"],
+        ["version-monotonic @ 3: b1:8080 went from Owned dst=b0:8080 v2 to Assigning dst=b0:8080 v1"],
     ),
     (
         "a view that refuses a record keeps what it held",
@@ -82,15 +82,15 @@ CASES: list[tuple[str, list[dict[str, Any]], StorageType, list[str]]] = [
         "a view that takes a value the channel never settled on",
         [channel(0, ASSIGN), view(1, B1, v("Assigning", 1, dst=B1))],
         StorageType.SystemTopic,
-        ["one-value-per-version: b1:8080 took Assigning dst=b1:8080 v1, which the channel never settled on (offset 1)"],
+        ["one-value-per-version @ 1: b1:8080 took Assigning dst=b1:8080 v1, which the channel never settled on"],
     ),
     (
         "two committed writes at one version that differ only where the brief form does not show",
         [channel(0, ASSIGN), channel(1, OWN), channel(2, v("Owned", 2, timestamp=7))],
         StorageType.MetadataStore,
         [
-            "one-value-per-version: version 2 holds Owned dst=b0:8080 v2 and then Owned dst=b0:8080 v2, which "
-            "differs in timestamp (offset 2)"
+            "one-value-per-version @ 2: version 2 holds Owned dst=b0:8080 v2 and then Owned dst=b0:8080 v2, "
+            "which differs in timestamp"
         ],
     ),
     (
