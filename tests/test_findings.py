@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from properties.bench import violations_of
-from statechan.cluster import Cluster
+from statechan.cluster import Cluster, Crash, Lookup, Restart, SimConfig, Split, StoreKind, Tick
+from statechan.cluster.actions import Deliver
 from statechan.cluster.config import VARIANTS
 from statechan.cluster.runfile import load_run
 
@@ -48,3 +49,40 @@ def test_a_lookup_of_a_split_child_before_its_owned_record_assigns_it_elsewhere(
     cluster, broken, steps = _replay_until_broken("finding-split-child-lookup.json")
     assert set(broken) == {"single-owner"}
     assert len(cluster.history) == steps
+
+
+def test_the_monitor_hands_a_stuck_split_to_another_broker_while_its_restarted_source_holds_it() -> None:
+    """Finding 7: a Splitting whose source crashed and came back is never acted on (finding 2);
+    the leader's monitor, 60 s on, hands it to the broker placement picks, and until the old
+    source reads that, both hold the parent as their own."""
+    b1, b2, b3 = "broker-1:8080", "broker-2:8080", "broker-3:8080"
+    c = Cluster(SimConfig(brokers=3, store=StoreKind.system_topic, seed=5))
+    key = sorted(c.live_bundle_keys())[0]
+    c.step(Lookup(b2, key))
+    c.drain()
+    assert c.brokers[b2].value(key) is not None
+    assert c.brokers[b2].value(key).dst_broker == b3  # type: ignore[union-attr]
+    for action in (Split(b3, key), Crash(b3), Restart(b3)):
+        c.step(action)
+    c.drain()
+    assert c.brokers[b3].serving() == {key}  # its Splitting, which the new incarnation leaves alone
+    written: list[dict[str, object]] = []
+    for _ in range(10):  # timers, each followed by everything it sets off, until the leader writes
+        mark = len(c.trace)
+        c.step(Tick())
+        written = [r for r in c.trace[mark:] if r["kind"] == "channel"]
+        if written:
+            break
+        c.drain()
+    assert c.clock.now_ms() - c.config.start_ms == 60_000  # the monitor: 30 s in flight, at its 60 s run
+    assert c.leader() == b1
+    (override,) = written
+    assert override["value"]["state"] == "Splitting"  # type: ignore[index]
+    assert (override["value"]["sourceBroker"], override["value"]["force"]) == (b2, True)  # type: ignore[index]
+    assert violations_of(c) == []
+    c.step(Deliver(b2))  # the new source reads it first
+    assert [v.invariant for v in violations_of(c)] == ["single-owner"]
+    c.drain()  # b2 completes the split; b3 reads the override and lets go
+    assert violations_of(c) == []
+    assert c.brokers[b3].serving() == set()
+    assert len(c.brokers[b2].serving()) == 2  # the children
