@@ -293,3 +293,20 @@ def test_store_coverage_counts_a_deleted_node_as_back_to_init() -> None:
 )
 def test_bounds_are_described_in_words(bounds: Bounds, words: str) -> None:
     assert words in bounds.describe()
+
+
+def test_the_checkers_counterexample_for_finding_7_replays_on_the_current_protocol() -> None:
+    """Found by ``statechan check --crashes 1 --restarts 1 --admin-kinds split --ticks 3`` (about
+    29,000 states: its saved run is replayed here): a split's source crashes and comes back
+    without acting on it, and the leader's monitor hands the split to itself (docs/findings.md #7)."""
+    from statechan.cluster.config import VARIANTS
+    from statechan.cluster.runfile import load_saved_run
+
+    path = Path(__file__).resolve().parent.parent / "docs" / "counterexamples" / "checker-finding-7.json"
+    replayed = runner.invoke(app, ["replay", str(path), "--quiet"])
+    assert replayed.exit_code == 1, replayed.output
+    assert "single-owner" in replayed.output
+    saved = load_saved_run(path)
+    assert saved.config.variant == VARIANTS["current"]
+    assert [a.kind for a in saved.actions].count("split") == 1
+    assert len(saved.actions) == 14
