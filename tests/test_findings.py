@@ -86,3 +86,24 @@ def test_the_monitor_hands_a_stuck_split_to_another_broker_while_its_restarted_s
     assert violations_of(c) == []
     assert c.brokers[b3].serving() == set()
     assert len(c.brokers[b2].serving()) == 2  # the children
+
+
+def test_a_create_prepared_before_a_split_lands_after_the_parent_is_deleted() -> None:
+    """Finding 8 (metadata store): a lookup's Assigning is read and resolved while the key has no
+    node; its compare-and-set create runs only after the bundle was assigned, split, Deleted and
+    deleted, and succeeds, since the node is absent again: the parent is assigned afresh while its
+    children are owned."""
+    from properties.catalogue import check_trace, simulation_ids, simulation_settings
+    from statechan.cluster.runfile import load_saved_run, replay
+
+    saved = load_saved_run(DOCS / "counterexamples" / "finding-cas-create-after-delete.json")
+    assert saved.config.variant == VARIANTS["current"]
+    cluster = replay(saved.config, saved.actions, saved.picks)
+    assert violations_of(cluster) == []  # no step's cluster invariants: the history shows it
+    settings = simulation_settings(cluster.config, cluster.storage, cluster.model.name)
+    found = check_trace(cluster.trace, cluster.storage, cluster.model.name, simulation_ids(), settings)
+    parent = "tenant/ns-0/0x00000000_0xffffffff"
+    assert [(v.invariant, v.key, v.offset) for v in found] == [("single-owner", parent, 30)]
+    written = [r["value"] for r in cluster.trace if r["kind"] == "channel" and r["key"] == parent]
+    states = [None if value is None else value["state"] for value in written]  # type: ignore[index]
+    assert states == ["Assigning", "Owned", "Splitting", "Deleted", None, "Assigning", "Owned"]
