@@ -901,9 +901,10 @@ def _validated(raw: object) -> ServiceUnitStateData:
 def _decoded(record: Mapping[str, object]) -> Mapping[str, object]:
     """A channel or view record with its value validated (so the two kinds of check share it)."""
     raw = record.get("value")
-    if raw is None or isinstance(raw, ServiceUnitStateData) or record.get("kind") not in ("channel", "view"):
+    if raw is None or record.get("kind") not in ("channel", "view"):
         return record
-    return {**record, "value": ServiceUnitStateData.model_validate(raw)}
+    value = _validated(raw)
+    return record if value is raw else {**record, "value": value}
 
 
 def histories_from_trace(

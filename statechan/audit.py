@@ -509,6 +509,13 @@ def _is_channel(batch: Any) -> Any:
     return pc.fill_null(pc.equal(batch.column("kind"), "channel"), False)
 
 
+def _line_numbers(rows: Any, base: int) -> list[int]:
+    """The file's 1-based row numbers of the rows a batch's mask picks (``base``: rows before it)."""
+    import pyarrow.compute as pc
+
+    return [base + i + 1 for i in pc.indices_nonzero(rows).to_pylist()]
+
+
 def _scan_parquet(path: str, source: int, other: Other, scan: _Scan) -> None:
     """The first pass over a Parquet file, a batch at a time: only the rows that are not channel
     records become Python objects; of the channel records, the time span and whether their
@@ -531,7 +538,7 @@ def _scan_parquet(path: str, source: int, other: Other, scan: _Scan) -> None:
                     scan.in_order = False
                 scan.last = offsets[-1].as_py()
         rest = pc.invert(channel)
-        lines = [base + i + 1 for i in pc.indices_nonzero(rest).to_pylist()]
+        lines = _line_numbers(rest, base)
         for line, row in zip(lines, batch.filter(rest).to_pylist(), strict=True):
             row.update(source=source, line=line, error=None, text=None)
             _note_other(other, row, source, line)
@@ -542,14 +549,13 @@ def _scan_parquet(path: str, source: int, other: Other, scan: _Scan) -> None:
 def _parquet_channel_rows(path: str, source: int) -> Iterator[tuple[Any, ...]]:
     """A Parquet file's channel records as :data:`CHANNEL_COLUMNS` tuples, a batch at a time
     (through :func:`arrow_columns`, as the Spark workers read theirs)."""
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     words: dict[str, str] = {}
     base = 0
     for batch in pq.ParquetFile(path).iter_batches(LOCAL_BATCH_ROWS, columns=["kind", *CHANNEL_COLUMNS[:9]]):
         channel = _is_channel(batch)
-        lines = [base + i + 1 for i in pc.indices_nonzero(channel).to_pylist()]
+        lines = _line_numbers(channel, base)
         columns = arrow_columns(batch.filter(channel), CHANNEL_COLUMNS[:9], words)
         yield from zip(*columns, [source] * len(lines), lines, strict=True)
         base += batch.num_rows

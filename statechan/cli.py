@@ -6,7 +6,7 @@ import enum
 import json
 import sys
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -29,7 +29,7 @@ from statechan.values import ServiceUnitStateData, brief
 
 if TYPE_CHECKING:
     from statechan.audit import AuditReport
-    from statechan.cluster import Action, Cluster, SimConfig
+    from statechan.cluster import Cluster
 
 app = typer.Typer(
     name="statechan",
@@ -364,14 +364,14 @@ def _demo_audit() -> None:
 def _demo_audit_views(folder: Path) -> None:
     """The auditor on a simulated run's view records: a historical bug's saved counterexample."""
     from statechan.audit import AuditSettings, audit
-    from statechan.cluster.runfile import load_saved_run
+    from statechan.cluster.runfile import load_saved_run, replay
     from statechan.traces import write_records
 
     run = Path("docs/counterexamples/24186.json")
     if not run.exists():
         return
     config, actions, _, picks = load_saved_run(run)
-    cluster = _run_all(config, actions, picks)
+    cluster = replay(config, actions, picks)
     trace = folder / "24186.jsonl"
     write_records(cluster.trace, trace)
     console.print(f"$ statechan replay {run} --quiet --trace 24186.jsonl   # #24186 put back", highlight=False)
@@ -379,16 +379,6 @@ def _demo_audit_views(folder: Path) -> None:
     _print_audit(
         audit([trace], None, AuditSettings(storage=cluster.storage, model=cluster.model.name), progress=_progress)
     )
-
-
-def _run_all(config: SimConfig, actions: Sequence[Action], picks: Sequence[int] | None) -> Cluster:
-    """A saved run replayed to its end on a fresh cluster."""
-    from statechan.cluster import Cluster
-
-    cluster = Cluster(config, picks=picks)
-    for action in actions:
-        cluster.step(action)
-    return cluster
 
 
 def _write_trace(cluster: Cluster, path: Path) -> None:
@@ -755,7 +745,7 @@ def replay_command(
     ] = None,
 ) -> None:
     """Replay a saved run step by step, printing its timeline and any broken invariant."""
-    from statechan.cluster.runfile import RunFileError, load_saved_run
+    from statechan.cluster.runfile import RunFileError, load_saved_run, replay
     from statechan.cluster.timeline import build_timeline, format_timeline
 
     try:
@@ -782,7 +772,7 @@ def replay_command(
         markup=False,
     )
     if trace is not None:  # every action, past a broken invariant too: the trace of the whole run
-        _write_trace(_run_all(config, actions, picks), trace)
+        _write_trace(replay(config, actions, picks), trace)
     if broken:
         raise typer.Exit(1)
 

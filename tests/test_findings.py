@@ -93,15 +93,14 @@ def test_a_create_prepared_before_a_split_lands_after_the_parent_is_deleted() ->
     node; its compare-and-set create runs only after the bundle was assigned, split, Deleted and
     deleted, and succeeds, since the node is absent again: the parent is assigned afresh while its
     children are owned."""
-    from properties.catalogue import check_trace, simulation_ids, simulation_settings
+    from properties.bench import history_violations_of
     from statechan.cluster.runfile import load_saved_run, replay
 
     saved = load_saved_run(DOCS / "counterexamples" / "finding-cas-create-after-delete.json")
     assert saved.config.variant == VARIANTS["current"]
     cluster = replay(saved.config, saved.actions, saved.picks)
     assert violations_of(cluster) == []  # no step's cluster invariants: the history shows it
-    settings = simulation_settings(cluster.config, cluster.storage, cluster.model.name)
-    found = check_trace(cluster.trace, cluster.storage, cluster.model.name, simulation_ids(), settings)
+    found = history_violations_of(cluster)
     parent = "tenant/ns-0/0x00000000_0xffffffff"
     assert [(v.invariant, v.key, v.offset) for v in found] == [("single-owner", parent, 30)]
     written = [r["value"] for r in cluster.trace if r["kind"] == "channel" and r["key"] == parent]
