@@ -104,6 +104,14 @@ class MetadataState(enum.Enum):
     Unstable = "Unstable"
 
 
+def _children(key: str, data: ServiceUnitStateData) -> list[Bundle]:
+    """A split's children: the two ranges its record names, else the parent's halves."""
+    parent = parse_key(key)
+    if len(data.split_children) == 2:
+        return [parent.child(r) for r in data.split_children]
+    return list(parent.split())
+
+
 @dataclass(frozen=True)
 class Task:
     """A follow-up a handler queued; the broker runs it as its own step (a crash point)."""
@@ -114,6 +122,8 @@ class Task:
     target: str | None = None
     pending: PendingPut | None = field(default=None, compare=False)
     """For ``commit``: a metadata-store write that has read the node and waits to compare-and-set."""
+    waits: tuple[PendingPut, ...] = field(default=(), compare=False)
+    """For ``split-bundles``: the children's metadata-store writes the split goes on after."""
 
     def describe(self) -> str:
         return f"{self.kind} {self.key}" + (f" -> {self.target}" if self.target else "")
@@ -262,26 +272,30 @@ class Broker:
             split_service_unit_to_dest_broker=split,
         )
 
-    def publish(self, key: str, value: ServiceUnitStateData | None) -> None:
+    def publish(self, key: str, value: ServiceUnitStateData | None) -> PendingPut | None:
         """Write to the channel. On the metadata store a put is Pulsar's read-modify-CAS: the read
         and the resolver run now, the compare-and-set is the broker's next task, so another
-        broker's write can come between them (the race of #24186)."""
+        broker's write can come between them (the race of #24186). Returns that put (its
+        ``result`` is set when it commits; a put the resolver refuses is committed at once), or
+        None: on the system topic, for a tombstone, or when the broker has no session."""
         if value is None:
             self.view.delete(key)
         elif isinstance(self.view, MetadataStoreTableView):
             try:
                 pending = self.view.prepare_put(key, value)
             except SessionExpiredError:
-                return
+                return None
             if pending.verdict.rejected:
                 pending.commit()  # counted as refused; nothing to write
-                return
+                return pending
             first_other = 0
             while first_other < len(self.tasks) and self.tasks[first_other].kind == "commit":
                 first_other += 1
             self.tasks.insert(first_other, Task("commit", key, value, pending=pending))
+            return pending
         else:
             self.view.put(key, value)
+        return None
 
     # -- the tail listener: Pulsar's handleEvent ---------------------------------------------------
     def handle_event(self, key: str, data: ServiceUnitStateData | None) -> None:
@@ -345,7 +359,7 @@ class Broker:
         data = task.data
         if (
             self.channel is not ChannelState.Started
-            and task.kind in ("own", "release", "split", "assign")
+            and task.kind in ("own", "release", "split", "split-bundles", "assign")
             and not self.cluster.config.variant.assign_after_disable
         ):
             self.cluster.counters["late-write-refused"] += 1  # #26520: no writes after disable
@@ -368,6 +382,8 @@ class Broker:
                 self.cluster.counters["split-moved"] += 1
             else:
                 self._split(task.key, data)
+        elif task.kind == "split-bundles" and data is not None:
+            self._split_bundles(task.key, data, task.waits)
         elif task.kind == "tombstone":
             self.publish(task.key, None)
         elif task.kind == "assign" and task.target is not None:
@@ -375,24 +391,46 @@ class Broker:
         return task
 
     def _split(self, key: str, data: ServiceUnitStateData) -> None:
-        cluster = self.cluster
-        parent = parse_key(key)
-        children = (
-            [parent.child(r) for r in data.split_children] if len(data.split_children) == 2 else list(parent.split())
-        )
-        for child in children:
+        """Pulsar's ``ownChildBundles``: each child not yet in the view is written ``Owned`` by this
+        broker; the namespace's bundles change only once those writes are done. On the metadata
+        store each is a compare-and-set still to come, so the rest waits for them as a task."""
+        on_store = isinstance(self.view, MetadataStoreTableView)
+        waits: list[PendingPut] = []
+        for child in _children(key, data):
             if self.value(child.key) is None:
-                self.publish(child.key, self._data(S.Owned, self.id, None, VERSION_ID_INIT))
+                put = self.publish(child.key, self._data(S.Owned, self.id, None, VERSION_ID_INIT))
+                if on_store:
+                    if put is None:  # no session: the put fails at once, and the split with it
+                        self._split_failed(key)
+                        return
+                    waits.append(put)
+        if waits:
+            self.tasks.append(Task("split-bundles", key, data, waits=tuple(waits)))
+        else:
+            self._split_bundles(key, data)
+
+    def _split_bundles(self, key: str, data: ServiceUnitStateData, waits: Sequence[PendingPut] = ()) -> None:
+        """The children are written: update the namespace's bundles, then delete the parent. A
+        child's write refused or lost fails the split (Pulsar's put turns a lost compare-and-set
+        into a ``ConflictException``, which the split does not retry)."""
+        if any(put.result is None or not put.result.applied for put in waits):
+            self._split_failed(key)
+            return
+        cluster = self.cluster
         attempts = 0
         while attempts < BUNDLE_SPLIT_RETRY_LIMIT and cluster.split_failures > 0:
             cluster.split_failures -= 1  # BadVersionException on the bundle metadata; retried
             attempts += 1
         if attempts == BUNDLE_SPLIT_RETRY_LIMIT:
-            cluster.counters["split-failed"] += 1
-            cluster.failed_splits.add(key)
-            return  # ServiceUnitNotReadyException: stays Splitting until the leader overrides it
-        cluster.replace_bundle(parent, children)
+            self._split_failed(key)
+            return
+        cluster.replace_bundle(parse_key(key), _children(key, data))
         self.publish(key, self._data(S.Deleted, None, self.id, next_version(data)))
+
+    def _split_failed(self, key: str) -> None:
+        """ServiceUnitNotReadyException: the parent stays Splitting until the leader overrides it."""
+        self.cluster.counters["split-failed"] += 1
+        self.cluster.failed_splits.add(key)
 
     # -- lookups -----------------------------------------------------------------------------------
     def lookup(self, key: str) -> LookupAnswer | None:

@@ -321,9 +321,12 @@ class PendingPut:
     value: ServiceUnitStateData
     read_version: int | None
     verdict: Verdict
+    result: PutResult | None = None
+    """Set by :meth:`commit`: what the write did (a split waits on its children's)."""
 
     def commit(self) -> PutResult:
-        return self.view._commit(self)
+        self.result = self.view._commit(self)
+        return self.result
 
 
 class MetadataStoreTableView(_ViewBase):
