@@ -5,8 +5,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from properties.bench import violations_of
-from statechan.cluster import Cluster, Crash, Lookup, Restart, SimConfig, Split, StoreKind, Tick
+from statechan.cluster import (
+    Cluster,
+    Crash,
+    Lookup,
+    Restart,
+    Shutdown,
+    SimConfig,
+    Split,
+    StoreKind,
+    Tick,
+    Transfer,
+)
 from statechan.cluster.actions import Deliver, Notify, RunTask
 from statechan.cluster.config import VARIANTS
 from statechan.cluster.runfile import load_run
@@ -39,11 +52,47 @@ def test_a_split_handed_over_after_a_session_blip_leaves_two_owners_for_a_moment
 
 
 def test_a_departing_brokers_clean_up_overrides_a_transfer_in_flight_from_a_live_source() -> None:
-    cluster, broken, steps = _replay_until_broken("finding-shutdown-override.json")
-    assert set(broken) == {"single-owner"}
-    assert len(cluster.history) == steps
-    cluster.drain()  # once the source reads the override, it stops serving
-    assert violations_of(cluster) == []
+    """Finding 5: B1 transfers its bundle to B2; B2 reads the Releasing and shuts down gracefully.
+    Its clean-up overrides what is active with it as destination, the transfer in flight
+    included (Pulsar's ``doCleanup``/``overrideOwnership``): ``Owned dst=B3 src=B1 force``. B3
+    reads it and serves while B1, the source, has read neither record: two owners until it does."""
+    b1, b2, b3 = "broker-1:8080", "broker-2:8080", "broker-3:8080"
+    c = Cluster(SimConfig(brokers=3, store=StoreKind.system_topic, seed=4))
+    key = sorted(c.live_bundle_keys())[0]
+    c.step(Lookup(b1, key))
+    c.drain()
+    assert c.brokers[b1].value(key).dst_broker == b1  # type: ignore[union-attr]
+    c.step(Transfer(b1, key, b2))
+    c.step(Deliver(b2))
+    mark = len(c.trace)
+    c.step(Shutdown(b2))
+    (override,) = [r["value"] for r in c.trace[mark:] if r["kind"] == "channel"]
+    assert override["state"] == "Owned"  # type: ignore[index]
+    assert (override["dstBroker"], override["sourceBroker"], override["force"]) == (b3, b1, True)  # type: ignore[index]
+    c.step(Deliver(b3))  # the Releasing
+    assert violations_of(c) == []
+    c.step(Deliver(b3))  # the override: b3 serves, b1 has not read a thing
+    assert [v.invariant for v in violations_of(c)] == ["single-owner"]
+    assert c.brokers[b1].serving() == {key}
+    c.drain()  # b1 reads the override and closes
+    assert violations_of(c) == []
+    assert c.brokers[b1].serving() == set()
+
+
+def test_an_admin_transfer_to_a_broker_out_of_the_registry_is_refused() -> None:
+    """Pulsar's admin refuses a transfer whose destination is not among the available brokers
+    (``setNamespaceBundleAffinityAsync``): the model neither offers nor runs one."""
+    b1, b2 = "broker-1:8080", "broker-2:8080"
+    c = Cluster(SimConfig(brokers=3, store=StoreKind.system_topic, seed=4))
+    key = sorted(c.live_bundle_keys())[0]
+    c.step(Lookup(b1, key))
+    c.drain()
+    assert Transfer(b1, key, b2) in c.enabled_actions()
+    c.step(Shutdown(b2))
+    c.drain()
+    assert Transfer(b1, key, b2) not in c.enabled_actions()
+    with pytest.raises(ValueError, match="not registered"):
+        c.step(Transfer(b1, key, b2))
 
 
 def _split_with_children_pending() -> tuple[Cluster, str, str]:

@@ -239,7 +239,7 @@ class Simulation:
                 elif kind == "unload":
                     action = Unload(broker.id, key)
                 else:
-                    others = [b for b in running if b != owner]
+                    others = [b for b in running if b != owner and broker.is_registered(b)]
                     if others:
                         action = Transfer(broker.id, key, rng.choice(others))
         elif kind in ("crash", "shutdown") and not faults_over and len(running) > 1:

@@ -1032,7 +1032,7 @@ class Cluster:
                             actions.extend(
                                 Transfer(broker_id, key, other)
                                 for other in sorted(self.brokers)
-                                if other != data.dst_broker
+                                if other != data.dst_broker and broker.is_registered(other)
                             )
                             if data.dst_broker == broker_id:
                                 actions.append(Split(broker_id, key))
@@ -1136,6 +1136,11 @@ class Cluster:
             if data is None or data.state is not S.Owned:
                 raise ValueError(f"{action.describe()}: {action.broker} does not see the bundle Owned")
             dest = action.destination if isinstance(action, Transfer) else None
+            if dest is not None and not broker.is_registered(dest):
+                raise ValueError(
+                    f"{action.describe()}: {dest} is not registered as {action.broker} reads the registry"
+                    " (Pulsar's admin refuses a transfer to an inactive destination broker)"
+                )
             broker.publish(action.bundle, broker._data(S.Releasing, dest, data.dst_broker, next_version(data)))
         elif isinstance(action, Split):
             broker = self._started(action.broker)
