@@ -116,7 +116,7 @@ class Bounds(BaseModel):
         }
 
     def describe(self) -> str:
-        parts = [_counted(self.brokers, "broker"), _counted(self.bundles, "bundle"), _counted(self.lookups, "lookup")]
+        parts = [counted(self.brokers, "broker"), counted(self.bundles, "bundle"), counted(self.lookups, "lookup")]
         parts.append(f"{self.admin} admin ({'/'.join(self.admin_kinds)})")
         for name, value in (
             ("crash", self.crashes),
@@ -128,7 +128,7 @@ class Bounds(BaseModel):
             ("tick", self.ticks),
         ):
             if value:
-                parts.append(_counted(value, name))
+                parts.append(counted(value, name))
         if self.depth is not None:
             parts.append(f"depth <= {self.depth}")
         if self.tombstone_delay_s != 3_600:
@@ -138,11 +138,11 @@ class Bounds(BaseModel):
         return ", ".join(parts)
 
 
-def _counted(n: int, noun: str) -> str:
-    """``1 crash``, ``2 crashes``, ``2 session losses``."""
+def counted(n: int, noun: str) -> str:
+    """``1 crash``, ``2 crashes``, ``2 session losses``, ``1,200 bundles``."""
     if n == 1:
         return f"{n} {noun}"
-    return f"{n} {noun}es" if noun.endswith(("sh", "ss")) else f"{n} {noun}s"
+    return f"{n:,} {noun}es" if noun.endswith(("sh", "ss")) else f"{n:,} {noun}s"
 
 
 _BUDGETED: dict[type[Action], str] = {

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from properties.replay import CLEANUP_TIMEOUT_MS, IN_FLIGHT_TIMEOUT_MS, TOMBSTONE_TIMEOUT_MS
-from statechan.checker import Bounds
+from statechan.checker import Bounds, counted
 from statechan.clock import Clock
 from statechan.cluster.config import VARIANTS
 from statechan.docs import stale_docs, write_docs
@@ -1075,15 +1075,11 @@ def audit_command(
         raise typer.Exit(1)
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
-
-
 def _print_audit(result: AuditReport) -> None:
     rejected = sum(result.rejected.values())
     console.print(
-        f"{result.records:,} records ({result.channel_records:,} channel, {_count(result.bundles, 'bundle')}, "
-        f"{_count(result.namespaces, 'namespace')}; {result.malformed:,} malformed); resolver: {result.accepted:,} "
+        f"{result.records:,} records ({result.channel_records:,} channel, {counted(result.bundles, 'bundle')}, "
+        f"{counted(result.namespaces, 'namespace')}; {result.malformed:,} malformed); resolver: {result.accepted:,} "
         f"accepted, {rejected:,} rejected"
         + (f" ({', '.join(f'{r} {n:,}' for r, n in result.rejected.items())})" if rejected else ""),
         highlight=False,
@@ -1099,8 +1095,8 @@ def _print_audit(result: AuditReport) -> None:
         count = f"[red]{summary.count:,}[/red]" if summary.count else "0"
         table.add_row(invariant, count, shown)
     console.print(table)
-    counted = ", ".join(f"{k} {v:,}" for k, v in result.counted.items())
-    console.print(f"counted (not violations): {counted}", highlight=False)
+    others = ", ".join(f"{k} {v:,}" for k, v in result.counted.items())
+    console.print(f"counted (not violations): {others}", highlight=False)
     reasons: dict[str, list[str]] = {}
     for skipped in result.skipped:  # one line per reason
         reasons.setdefault(skipped.reason, []).append(skipped.check)

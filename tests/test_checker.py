@@ -11,7 +11,17 @@ import pytest
 from typer.testing import CliRunner
 
 from properties.catalogue import simulation_ids
-from statechan.checker import Bounds, CheckResult, Fingerprinter, Node, _liveness, check, graph_text, state_parts
+from statechan.checker import (
+    Bounds,
+    CheckResult,
+    Fingerprinter,
+    Node,
+    _liveness,
+    check,
+    counted,
+    graph_text,
+    state_parts,
+)
 from statechan.cli import app
 from statechan.cluster import Cluster, Lookup, RunTask, SimConfig, StoreKind
 from statechan.cluster.actions import Deliver
@@ -293,6 +303,19 @@ def test_store_coverage_counts_a_deleted_node_as_back_to_init() -> None:
 )
 def test_bounds_are_described_in_words(bounds: Bounds, words: str) -> None:
     assert words in bounds.describe()
+
+
+@pytest.mark.parametrize(
+    ("n", "noun", "words"),
+    [
+        (1, "crash", "1 crash"),
+        (2, "crash", "2 crashes"),
+        (0, "bundle", "0 bundles"),
+        (1200, "namespace", "1,200 namespaces"),
+    ],
+)
+def test_counts_are_written_with_their_plural_and_thousands(n: int, noun: str, words: str) -> None:
+    assert counted(n, noun) == words
 
 
 def test_the_checkers_counterexample_for_finding_7_replays_on_the_current_protocol() -> None:
