@@ -805,6 +805,7 @@ def _compaction_divergence(history: KeyHistory, across_deletions: bool) -> list[
                         f"compacted at {horizon} ({_brief(compacted)}) ends with {_brief(end)}; "
                         f"the whole log gives {_brief(final)}",
                         history.key,
+                        history.channel[horizon - 1].offset,  # the newest record the compaction covers
                     )
                 ]
     return []

@@ -105,3 +105,20 @@ CASES: list[tuple[str, list[dict[str, Any]], StorageType, list[str]]] = [
 @pytest.mark.parametrize(("records", "storage", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_history_invariants(records: list[dict[str, Any]], storage: StorageType, expected: list[str]) -> None:
     assert found(records, storage) == expected
+
+
+def test_a_compaction_divergence_is_reported_at_the_newest_record_the_compaction_covers() -> None:
+    """A reader of the key's first lifetime falls behind; the log compacted after the second
+    lifetime's Assigning (offset 3) serves it a value it refuses, so it never follows the tail."""
+    records = [
+        channel(0, ASSIGN),
+        channel(1, OWN),
+        channel(2, None),
+        channel(3, v("Assigning", 1, dst=B1)),
+        channel(4, v("Owned", 2, dst=B1)),
+    ]
+    (history,) = histories_from_trace(records, StorageType.SystemTopic)
+    (violation,) = check_history(history, ["compaction-keeps-deletions"])
+    assert (violation.key, violation.offset) == (KEY, 3)
+    assert "compacted at 4" in violation.detail
+    assert check_history(history, ["compaction-equivalence"]) == []
