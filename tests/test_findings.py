@@ -43,6 +43,19 @@ def _replay_until_broken(name: str) -> tuple[Cluster, list[str], int]:
     return cluster, broken, len(actions)
 
 
+def _assigned(config: SimConfig, via: str) -> tuple[Cluster, str, str]:
+    """A cluster whose first bundle a lookup through ``via`` has assigned, everything delivered:
+    the cluster, the bundle's key and the owner ``via`` reads."""
+    c = Cluster(config)
+    key = sorted(c.live_bundle_keys())[0]
+    c.step(Lookup(via, key))
+    c.drain()
+    held = c.brokers[via].value(key)
+    assert held is not None
+    assert held.dst_broker is not None
+    return c, key, held.dst_broker
+
+
 def test_a_split_handed_over_after_a_session_blip_leaves_two_owners_for_a_moment() -> None:
     cluster, broken, steps = _replay_until_broken("finding-split-handover.json")
     assert set(broken) == {"single-owner"}
@@ -57,11 +70,8 @@ def test_a_departing_brokers_clean_up_overrides_a_transfer_in_flight_from_a_live
     included (Pulsar's ``doCleanup``/``overrideOwnership``): ``Owned dst=B3 src=B1 force``. B3
     reads it and serves while B1, the source, has read neither record: two owners until it does."""
     b1, b2, b3 = "broker-1:8080", "broker-2:8080", "broker-3:8080"
-    c = Cluster(SimConfig(brokers=3, store=StoreKind.system_topic, seed=4))
-    key = sorted(c.live_bundle_keys())[0]
-    c.step(Lookup(b1, key))
-    c.drain()
-    assert c.brokers[b1].value(key).dst_broker == b1  # type: ignore[union-attr]
+    c, key, owner = _assigned(SimConfig(brokers=3, store=StoreKind.system_topic, seed=4), b1)
+    assert owner == b1
     c.step(Transfer(b1, key, b2))
     c.step(Deliver(b2))
     mark = len(c.trace)
@@ -83,10 +93,7 @@ def test_an_admin_transfer_to_a_broker_out_of_the_registry_is_refused() -> None:
     """Pulsar's admin refuses a transfer whose destination is not among the available brokers
     (``setNamespaceBundleAffinityAsync``): the model neither offers nor runs one."""
     b1, b2 = "broker-1:8080", "broker-2:8080"
-    c = Cluster(SimConfig(brokers=3, store=StoreKind.system_topic, seed=4))
-    key = sorted(c.live_bundle_keys())[0]
-    c.step(Lookup(b1, key))
-    c.drain()
+    c, key, _ = _assigned(SimConfig(brokers=3, store=StoreKind.system_topic, seed=4), b1)
     assert Transfer(b1, key, b2) in c.enabled_actions()
     c.step(Shutdown(b2))
     c.drain()
@@ -98,12 +105,7 @@ def test_an_admin_transfer_to_a_broker_out_of_the_registry_is_refused() -> None:
 def _split_with_children_pending() -> tuple[Cluster, str, str]:
     """On the metadata store: a bundle assigned, then split by its owner up to the point where its
     split task has prepared the children's writes. The cluster, the parent and the owner."""
-    c = Cluster(SimConfig(brokers=2, store=StoreKind.metadata_store, seed=0))
-    parent = sorted(c.live_bundle_keys())[0]
-    c.step(Lookup("broker-1:8080", parent))
-    c.drain()
-    owner = c.brokers["broker-1:8080"].value(parent).dst_broker  # type: ignore[union-attr]
-    assert owner is not None
+    c, parent, owner = _assigned(SimConfig(brokers=2, store=StoreKind.metadata_store, seed=0), "broker-1:8080")
     c.step(Split(owner, parent))
     tasks = c.brokers[owner].tasks
     while not any(t.kind == "split-bundles" for t in tasks):
@@ -149,12 +151,8 @@ def test_the_monitor_hands_a_stuck_split_to_another_broker_while_its_restarted_s
     the leader's monitor, 60 s on, hands it to the broker placement picks, and until the old
     source reads that, both hold the parent as their own."""
     b1, b2, b3 = "broker-1:8080", "broker-2:8080", "broker-3:8080"
-    c = Cluster(SimConfig(brokers=3, store=StoreKind.system_topic, seed=5))
-    key = sorted(c.live_bundle_keys())[0]
-    c.step(Lookup(b2, key))
-    c.drain()
-    assert c.brokers[b2].value(key) is not None
-    assert c.brokers[b2].value(key).dst_broker == b3  # type: ignore[union-attr]
+    c, key, owner = _assigned(SimConfig(brokers=3, store=StoreKind.system_topic, seed=5), b2)
+    assert owner == b3
     for action in (Split(b3, key), Crash(b3), Restart(b3)):
         c.step(action)
     c.drain()
