@@ -1071,6 +1071,17 @@ def audit_command(
         err.print(spark_error(exc), highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(2) from None
     _print_audit(result)
+    if not result.channel_records:  # all zeros would read as a clean audit of nothing
+        if not result.records:
+            why = "the trace is empty"
+        elif result.malformed == result.records:
+            why = f"all {counted(result.records, 'record')} are malformed"
+        else:
+            why = f"none of its {counted(result.records, 'record')} is a valid channel record"
+        err.print(
+            f"[red]error:[/red] nothing audited: {why} (report written to {report})", highlight=False, soft_wrap=True
+        )
+        raise typer.Exit(2)
     if result.violation_count:
         raise typer.Exit(1)
 

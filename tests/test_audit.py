@@ -386,6 +386,25 @@ def test_cli_usage_errors_exit_2(tmp_path: Path, args: list[str], message: str) 
     assert message in result.output
 
 
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        ([], "the trace is empty"),
+        (["not json", '{"kind": "channel"}'], "all 2 records are malformed"),
+        (['{"kind": "leader", "offset": 0, "time": 5, "broker": "b1"}'], "none of its 1 record is a valid channel"),
+    ],
+)
+def test_a_trace_without_channel_records_is_not_a_clean_audit(tmp_path: Path, lines: list[str], message: str) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(line + "\n" for line in lines))
+    report = tmp_path / "r.json"
+    result = runner.invoke(app, ["audit", str(trace), "--report", str(report), "--engine", "local"])
+    assert result.exit_code == 2, result.output
+    assert f"nothing audited: {message}" in " ".join(result.output.split())
+    written = json.loads(report.read_text())
+    assert (written["records"], written["malformed"]) == (len(lines), len(lines) if "malformed" in message else 0)
+
+
 def test_generated_traces_replay_from_the_seed() -> None:
     first, _ = generate(3_000, seed=8, plant={"single-owner": 1})
     second, _ = generate(3_000, seed=8, plant={"single-owner": 1})
