@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import datetime
 import enum
 import json
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -30,6 +31,7 @@ from statechan.values import ServiceUnitStateData, brief
 if TYPE_CHECKING:
     from statechan.audit import AuditReport
     from statechan.cluster import Cluster
+    from statechan.explain import Entry
 
 app = typer.Typer(
     name="statechan",
@@ -854,6 +856,99 @@ def traces_convert_command(
         raise typer.Exit(1)
 
 
+@traces_app.command("show")
+def traces_show_command(
+    paths: Annotated[list[Path], typer.Argument(help="Traces: .jsonl, .jsonl.gz or .parquet.")],
+    key: Annotated[list[str] | None, typer.Option("--key", "-k", help="A bundle key to follow (repeatable).")] = None,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", "-n", help="Follow every key of this tenant/namespace.")
+    ] = None,
+    around: Annotated[
+        int | None, typer.Option(min=0, help="Show only the entries around this offset (an audit example's).")
+    ] = None,
+    context: Annotated[int, typer.Option(min=0, help="Entries either side of --around.")] = 10,
+    storage: Annotated[
+        Storage, typer.Option("--storage", "-s", help="The resolver's storage: a topic or a store dump.")
+    ] = Storage.system_topic,
+    model: ModelOption = DEFAULT_MODEL,
+    views: Annotated[bool, typer.Option("--views", help="Also show the view records of the keys.")] = False,
+) -> None:
+    """Show a bundle's records in offset order, each with the resolver's verdict and the value a
+    reader holds after it, interleaved with the broker registry and leader records."""
+    from statechan.explain import Selection, story
+
+    _load(model)
+    try:
+        selection = Selection(frozenset(key or ()), namespace, views)
+    except ValueError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    for path in paths:
+        if not path.is_file():
+            err.print(f"[red]error:[/red] {path}: no such file")
+            raise typer.Exit(2)
+    try:
+        told = story(paths, selection, storage.storage, model)
+    except (OSError, ValueError) as exc:
+        err.print("[red]error:[/red] ", end="", highlight=False)
+        err.print(str(exc), highlight=False, markup=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    shown = told.entries if around is None else told.around(around, context)
+    console.print(_story_table(shown, several=len(told.keys) > 1 or selection.namespace is not None))
+    channel = sum(1 for e in told.entries if e.verdict is not None)
+    console.print(
+        f"{counted(channel, 'channel record')} of {counted(len(told.keys), 'key')}"
+        + (f", {len(shown):,} of {len(told.entries):,} entries shown" if len(shown) < len(told.entries) else "")
+        + f"; {told.records:,} records read, {told.malformed:,} malformed",
+        highlight=False,
+    )
+    if not channel:
+        err.print("[red]error:[/red] no channel record of the selected keys in the trace", highlight=False)
+        raise typer.Exit(1)
+
+
+def _story_table(entries: Sequence[Entry], several: bool) -> Table:
+    from statechan.traces import ChannelRecord, LeaderRecord, RegistryRecord, ViewRecord
+
+    table = Table(title_justify="left")
+    table.add_column("offset", justify="right")
+    table.add_column("time")
+    if several:
+        table.add_column("key")
+    table.add_column("record")
+    table.add_column("verdict")
+    table.add_column("held after")
+    for entry in entries:
+        record = entry.record
+        cells = [f"{entry.offset:,}", _moment(entry.time)]
+        if isinstance(record, ChannelRecord):
+            who = f" (by {record.producer})" if record.producer else ""
+            bundle = [record.key.rsplit("/", 1)[1]] if several else []
+            verdict = "" if entry.verdict is None else _verdict_cell(entry.verdict)
+            held = brief(entry.held, none="(nothing)")
+            cells += [*bundle, brief(record.value, none="tombstone") + who, verdict, held]
+        else:
+            if isinstance(record, RegistryRecord):
+                what = f"[dim]registry: {record.broker} {record.event}[/dim]"
+            elif isinstance(record, LeaderRecord):
+                what = f"[dim]leader: {record.broker}[/dim]"
+            else:
+                assert isinstance(record, ViewRecord)
+                took = "took" if record.accepted else "refused"
+                what = f"[dim]view of {record.observer}: {took} {brief(record.value, none='tombstone')}[/dim]"
+            cells += [*([""] if several else []), what, "", ""]
+        table.add_row(*cells)
+    return table
+
+
+def _moment(ms: int) -> str:
+    """A record's time: UTC to the millisecond for a real clock, seconds for a simulator's (from 0)."""
+    if ms >= 10**12:  # after 2001: a wall clock
+        moment = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+        return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d}"
+    return f"{ms / 1000:.3f} s"
+
+
 def _plants(specs: list[str]) -> dict[str, int]:
     from statechan.tracegen import PLANT_KINDS
 
@@ -1020,7 +1115,7 @@ def audit_command(
 
     Each record is replayed through the resolver and the record invariants (and, with view
     records or --history, each bundle's history through the history invariants). Exit status:
-    0 none, 1 violations found, 2 bad usage or unreadable input."""
+    0 none, 1 violations found, 2 bad usage, unreadable input or no valid channel record."""
     from statechan.audit import AuditSettings, audit
 
     _load(model)
@@ -1115,6 +1210,17 @@ def _print_audit(result: AuditReport) -> None:
         console.print(f"skipped: {', '.join(checks)}: {reason}", highlight=False)
     if result.quarantine:
         console.print(f"malformed lines quarantined in {result.quarantine}", highlight=False)
+    example = next((e for s in result.violations.values() for e in s.examples if e.key and e.offset is not None), None)
+    if example is not None:
+        storage = " --storage metadata-store" if result.settings.get("storage") == "MetadataStore" else ""
+        if result.settings.get("model", DEFAULT_MODEL) != DEFAULT_MODEL:
+            storage += f" --model {result.settings['model']}"
+        console.print(
+            f"look closer: statechan traces show {' '.join(result.inputs)} --key {example.key} "
+            f"--around {example.offset}{storage}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def main() -> None:

@@ -80,9 +80,11 @@ class Verdict:
         return not self.accepted
 
     def __str__(self) -> str:
-        word = "accepted" if self.accepted else "rejected"
+        """``accepted``, ``accepted-forced``, ``rejected: broker-mismatch (same-dst)``."""
+        if self.accepted:
+            return self.reason.value
         detail = self.reason.value if self.check is None else f"{self.reason.value} ({self.check.value})"
-        return f"{word}: {detail}"
+        return f"rejected: {detail}"
 
 
 _VERDICT = {reason: Verdict(reason) for reason in Reason}

@@ -1,0 +1,221 @@
+"""One bundle's story in a trace: its records in offset order, each with the resolver's verdict and
+what a reader holds after it — the view an operator needs once the auditor has named a key and an
+offset (``statechan traces show``).
+
+The verdicts come from the library's resolver (:func:`statechan.resolver.decide`), replayed from
+each key's first record exactly as the auditor replays it, so a record the audit counted as
+refused shows here with the same reason. Registry and leader records are interleaved for context:
+they are what ``owner-registered`` and ``orphan-cleaned`` read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pydantic
+
+from statechan.keys import BadKeyError, parse_key
+from statechan.resolver import Verdict, decide, rules_for
+from statechan.states import StorageType
+from statechan.traces import (
+    AnyRecord,
+    ChannelRecord,
+    LeaderRecord,
+    RegistryRecord,
+    ViewRecord,
+    decode_line,
+    from_flat_row,
+    is_parquet,
+    open_text,
+)
+from statechan.values import ServiceUnitStateData
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which keys to follow: named ``keys``, every key of a ``namespace`` (``tenant/ns``), or both."""
+
+    keys: frozenset[str] = frozenset()
+    namespace: str | None = None
+    views: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.keys and self.namespace is None:
+            raise ValueError("name a key (--key) or a namespace (--namespace) to show")
+        for key in self.keys:
+            try:
+                parse_key(key)
+            except BadKeyError as exc:
+                raise ValueError(f"--key: {exc}") from None
+        if self.namespace is not None and self.namespace.count("/") != 1:
+            raise ValueError(f"--namespace: expected tenant/namespace, not {self.namespace!r}")
+
+    def wants(self, key: str) -> bool:
+        return key in self.keys or (self.namespace is not None and key.startswith(self.namespace + "/"))
+
+    def might_want(self, text: str) -> bool:
+        """A cheap look at a raw JSON line before decoding it (an escaped ``\\/`` is decoded to be sure)."""
+        if "registry" in text or "leader" in text or "\\/" in text:
+            return True
+        if self.namespace is not None and self.namespace + "/" in text:
+            return True
+        return any(key in text for key in self.keys)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One line of a story: a record, and for a channel record the verdict and the key's value after it."""
+
+    record: AnyRecord
+    verdict: Verdict | None = None
+    held: ServiceUnitStateData | None = None
+
+    @property
+    def offset(self) -> int:
+        return self.record.offset
+
+    @property
+    def time(self) -> int:
+        return self.record.publish_time if isinstance(self.record, ChannelRecord) else self.record.time
+
+
+@dataclass
+class Story:
+    """The entries of the selected keys, in offset order, and what reading left out."""
+
+    entries: list[Entry] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    malformed: int = 0
+    records: int = 0
+
+    def around(self, offset: int, context: int) -> list[Entry]:
+        """``context`` entries either side of the first at or after ``offset`` (the last one if none is)."""
+        if not self.entries:
+            return []
+        at = next((i for i, e in enumerate(self.entries) if e.offset >= offset), len(self.entries) - 1)
+        return self.entries[max(0, at - context) : at + context + 1]
+
+
+def story(
+    paths: Sequence[str | Path],
+    selection: Selection,
+    storage: StorageType = StorageType.SystemTopic,
+    model: str | None = None,
+) -> Story:
+    """Read the traces, keep the selected keys' records, and replay each key from its first record
+    through the resolver. The context kept around them: the registry records of the brokers those
+    records name (each one's last before the first record, and all after it) and the leader records
+    over their span (and the leader at its start)."""
+    kept: list[tuple[int, int, int, AnyRecord]] = []
+    result = Story()
+    for source, path in enumerate(paths):
+        for line, record in _read(path, selection, result):
+            kept.append((record.offset, source, line, record))
+    kept.sort(key=lambda item: item[:3])
+    records = [record for *_, record in kept]
+    channel = [r for r in records if isinstance(r, ChannelRecord)]
+    if not channel:
+        return result
+    first, last = channel[0].offset, channel[-1].offset
+    named = {b for r in channel for b in _brokers(r)}
+    before: dict[str, AnyRecord] = {}  # each context's last record before the first channel record
+    for record in records:
+        if record.offset >= first:
+            break
+        if isinstance(record, RegistryRecord) and record.broker in named:
+            before[record.broker] = record
+        elif isinstance(record, LeaderRecord):
+            before[""] = record
+    rules = rules_for(storage, model)
+    held: dict[str, ServiceUnitStateData | None] = {}
+    for record in records:
+        if isinstance(record, ChannelRecord):
+            prior = held.get(record.key)
+            if record.key not in held:
+                result.keys.append(record.key)
+            verdict = decide(rules, prior, record.value)
+            after = record.value if verdict.accepted else prior
+            held[record.key] = after
+            result.entries.append(Entry(record, verdict, after))
+        elif record.offset < first:
+            if any(record is r for r in before.values()):
+                result.entries.append(Entry(record))
+        elif isinstance(record, ViewRecord) or (
+            record.broker in named if isinstance(record, RegistryRecord) else record.offset <= last
+        ):
+            result.entries.append(Entry(record))
+    return result
+
+
+def _brokers(record: ChannelRecord) -> Iterator[str]:
+    if record.producer:
+        yield record.producer
+    value = record.value
+    if value is not None:
+        yield from (b for b in (value.dst_broker, value.source_broker) if b)
+
+
+def _read(path: str | Path, selection: Selection, result: Story) -> Iterator[tuple[int, AnyRecord]]:
+    rows = _parquet_rows(path, selection, result) if is_parquet(path) else _jsonl_rows(path, selection, result)
+    for line, record in rows:
+        result.records += 1
+        if record is None:
+            result.malformed += 1
+        elif _selected(record, selection):
+            yield line, record
+
+
+def _selected(record: AnyRecord, selection: Selection) -> bool:
+    if isinstance(record, RegistryRecord | LeaderRecord):
+        return True
+    if isinstance(record, ViewRecord):
+        return selection.views and selection.wants(record.key)
+    return selection.wants(record.key)
+
+
+def _jsonl_rows(path: str | Path, selection: Selection, result: Story) -> Iterator[tuple[int, AnyRecord | None]]:
+    """Each line that may hold a selected record: its record, ``None`` when it is malformed. The
+    others are only counted (a trace may hold millions; a malformed one among them is not seen)."""
+    with open_text(path) as handle:
+        for number, line in enumerate(handle, start=1):
+            text = line.strip()
+            if not text:
+                continue
+            if not selection.might_want(text):
+                result.records += 1
+                continue
+            record = decode_line(text)
+            yield number, None if isinstance(record, str) else record
+
+
+def _parquet_rows(path: str | Path, selection: Selection, result: Story) -> Iterator[tuple[int, AnyRecord | None]]:
+    """The rows of a Parquet trace that may be selected, the selection applied by Arrow before any
+    row becomes a record; the others are only counted."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    chosen = pa.array(sorted(selection.keys), pa.string())
+    context = pa.array(["registry", "leader"])
+    base = 0
+    for batch in pq.ParquetFile(str(path)).iter_batches(100_000):
+        keys = batch.column("key")
+        wanted = pc.is_in(keys, value_set=chosen)
+        if selection.namespace is not None:
+            wanted = pc.or_(wanted, pc.starts_with(keys, selection.namespace + "/"))
+        wanted = pc.or_(pc.fill_null(wanted, False), pc.is_in(batch.column("kind"), value_set=context))
+        picked = pc.indices_nonzero(pc.fill_null(wanted, False))
+        result.records += batch.num_rows - len(picked)
+        for index, row in zip(picked.to_pylist(), batch.take(picked).to_pylist(), strict=True):
+            yield base + index + 1, _flat(row)
+        base += batch.num_rows
+
+
+def _flat(row: dict[str, Any]) -> AnyRecord | None:
+    try:
+        return from_flat_row(row)
+    except (pydantic.ValidationError, KeyError, TypeError, ValueError):
+        return None
