@@ -358,7 +358,9 @@ def _demo_audit() -> None:
             highlight=False,
         )
         console.print("$ statechan audit planted.parquet", highlight=False)
-        _print_audit(audit([trace], None, progress=_progress))
+        planted = audit([trace], None, progress=_progress)
+        _print_audit(planted, hint=False)
+        _demo_story(trace, planted)
         _demo_audit_views(Path(folder))
     console.print("More: statechan audit --help · traces/README.md (format, report, recipes)", highlight=False)
 
@@ -379,8 +381,24 @@ def _demo_audit_views(folder: Path) -> None:
     console.print(f"$ statechan replay {run} --quiet --trace 24186.jsonl   # #24186 put back", highlight=False)
     console.print("$ statechan audit 24186.jsonl --storage metadata-store", highlight=False)
     _print_audit(
-        audit([trace], None, AuditSettings(storage=cluster.storage, model=cluster.model.name), progress=_progress)
+        audit([trace], None, AuditSettings(storage=cluster.storage, model=cluster.model.name), progress=_progress),
+        hint=False,
     )
+
+
+def _demo_story(trace: Path, report: AuditReport) -> None:
+    """What ``traces show`` tells about the planted resurrection the audit just reported."""
+    from statechan.explain import Selection, story
+
+    example = report.violations["no-resurrection"].examples[0]
+    if example.key is None or example.offset is None:
+        return
+    console.print(
+        f"$ statechan traces show planted.parquet --key {example.key} --around {example.offset} --context 3",
+        highlight=False,
+    )
+    told = story([trace], Selection(frozenset({example.key})))
+    console.print(_story_table(told.around(example.offset, 3), several=False))
 
 
 def _write_trace(cluster: Cluster, path: Path) -> None:
@@ -1181,7 +1199,7 @@ def audit_command(
         raise typer.Exit(1)
 
 
-def _print_audit(result: AuditReport) -> None:
+def _print_audit(result: AuditReport, hint: bool = True) -> None:
     rejected = sum(result.rejected.values())
     console.print(
         f"{result.records:,} records ({result.channel_records:,} channel, {counted(result.bundles, 'bundle')}, "
@@ -1211,7 +1229,7 @@ def _print_audit(result: AuditReport) -> None:
     if result.quarantine:
         console.print(f"malformed lines quarantined in {result.quarantine}", highlight=False)
     example = next((e for s in result.violations.values() for e in s.examples if e.key and e.offset is not None), None)
-    if example is not None:
+    if example is not None and hint:
         storage = " --storage metadata-store" if result.settings.get("storage") == "MetadataStore" else ""
         if result.settings.get("model", DEFAULT_MODEL) != DEFAULT_MODEL:
             storage += f" --model {result.settings['model']}"

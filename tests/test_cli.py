@@ -107,6 +107,8 @@ def test_demo_prints_graph_and_resolver_answers() -> None:
     assert "no invariant broken; every state can settle" in result.output  # the checker's proof
     assert "broken: in-flight-acted-on" in result.output  # and the bug it finds
     assert "which differs in timestamp" in result.output  # the auditor on #24186's view records
+    assert "accepted-forced" in result.output.split("traces show planted.parquet")[1]  # the resurrection's story
+    assert "look closer" not in result.output  # no hint at the demo's temporary files
 
 
 def test_check_docs_detects_stale_files(tmp_path: object) -> None:
