@@ -58,6 +58,7 @@ from statechan.states import ServiceUnitState, StorageType
 from statechan.traces import (
     PARQUET_COLUMNS,
     arrow_schema,
+    check_readable,
     decode_line,
     flat_row,
     from_flat_row,
@@ -950,19 +951,6 @@ def build_report(
     )
 
 
-def _check_parquet(path: str) -> None:
-    """Fail early, in one line, on a file that is not a statechan Parquet trace."""
-    import pyarrow.parquet as pq
-
-    try:
-        schema = pq.ParquetFile(path).schema_arrow
-    except Exception as exc:  # pyarrow raises several kinds for a file that is not Parquet
-        raise ValueError(f"{path}: not a readable Parquet file ({exc})") from None
-    missing = [n for n, _ in PARQUET_COLUMNS if n not in schema.names]
-    if missing:
-        raise ValueError(f"{path}: not a statechan Parquet trace (no column {', '.join(missing)})")
-
-
 def spark_error(exc: BaseException) -> str:
     """The line of a Spark failure a person needs: its error class and message, not the stack."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
@@ -1007,10 +995,7 @@ def audit(
     if not names:
         raise ValueError("no trace files given")
     for name in names:
-        if not Path(name).exists():
-            raise FileNotFoundError(f"no such trace file: {name}")
-        if is_parquet(name):
-            _check_parquet(name)
+        check_readable(name)
     if ship_code and engine != "spark":
         raise ValueError(f"shipping the code is for the spark engine, not {engine!r}")
     started = time.perf_counter()

@@ -817,6 +817,20 @@ def traces_report_schema_command() -> None:
     sys.stdout.write(json.dumps(report_schema(), indent=2, sort_keys=True) + "\n")
 
 
+def _readable(paths: Sequence[Path]) -> None:
+    """Every trace can be read through, or exit 2 naming the first that cannot."""
+    from statechan.traces import check_readable
+
+    for path in paths:
+        try:
+            check_readable(path)
+        except (OSError, ValueError) as exc:
+            message = f"{path}: no such file" if isinstance(exc, FileNotFoundError) else str(exc)
+            err.print("[red]error:[/red] ", end="", highlight=False)
+            err.print(message, highlight=False, markup=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+
+
 @traces_app.command("validate")
 def traces_validate_command(
     paths: Annotated[list[Path], typer.Argument(help="JSON Lines traces (.jsonl or .jsonl.gz).")],
@@ -831,10 +845,8 @@ def traces_validate_command(
     stats = ReadStats()
     last_offset = -1
     out_of_order = 0
+    _readable(paths)
     for path in paths:
-        if not path.exists():
-            err.print(f"[red]error:[/red] {path}: no such file")
-            raise typer.Exit(2)
         for record in read_trace(path, stats):
             kinds[record.kind] += 1
             if record.offset <= last_offset:
@@ -858,13 +870,11 @@ def traces_convert_command(
     """Convert a trace between JSON Lines and Parquet (the format follows the file names)."""
     from statechan.traces import ReadStats, convert
 
-    if not source.exists():
-        err.print(f"[red]error:[/red] {source}: no such file")
-        raise typer.Exit(2)
     for path in (source, destination):
         if not (path.name.endswith((".jsonl", ".jsonl.gz", ".parquet"))):
             err.print(f"[red]error:[/red] {path}: expected a .jsonl, .jsonl.gz or .parquet name")
             raise typer.Exit(2)
+    _readable([source])
     stats = ReadStats()
     written = convert(source, destination, stats)
     console.print(f"{written:,} records written to {destination}; {len(stats.bad):,} bad line(s) left out")
@@ -901,10 +911,7 @@ def traces_show_command(
     except ValueError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
         raise typer.Exit(2) from None
-    for path in paths:
-        if not path.is_file():
-            err.print(f"[red]error:[/red] {path}: no such file")
-            raise typer.Exit(2)
+    _readable(paths)
     try:
         told = story(paths, selection, storage.storage, model)
     except (OSError, ValueError) as exc:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,11 +133,56 @@ def validation_reason(exc: pydantic.ValidationError) -> str:
 
 
 def open_text(path: str | Path) -> io.TextIOBase:
-    """A trace file for reading, gunzipped when it ends in ``.gz``."""
+    """A trace file for reading, gunzipped when it ends in ``.gz``. Read as Spark's text reader
+    reads it, so both engines see the same lines: a byte-order mark at the start is skipped, and
+    bytes that are not UTF-8 become U+FFFD (the line is then malformed, not the whole file)."""
     p = Path(path)
     if p.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(p, "rb"), encoding="utf-8")
-    return open(p, encoding="utf-8")
+        return io.TextIOWrapper(gzip.open(p, "rb"), encoding="utf-8-sig", errors="replace")
+    return open(p, encoding="utf-8-sig", errors="replace")
+
+
+def check_readable(path: str | Path) -> None:
+    """Fail early, in one line naming the file, on a trace that cannot be read through: missing,
+    a ``.parquet`` that is not a statechan Parquet trace, a ``.gz`` that is not whole gzip."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no such trace file: {path}")
+    if is_parquet(path):
+        check_parquet(path)
+    elif str(path).endswith(".gz"):
+        check_gzip(path)
+
+
+def check_parquet(path: str | Path) -> None:
+    """A file that is not Parquet, or lacks a column of the flat schema, fails with its name."""
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.ParquetFile(str(path)).schema_arrow
+    except Exception as exc:  # pyarrow raises several kinds for a file that is not Parquet
+        raise ValueError(f"{path}: not a readable Parquet file ({exc})") from None
+    missing = [n for n, _ in PARQUET_COLUMNS if n not in schema.names]
+    if missing:
+        raise ValueError(f"{path}: not a statechan Parquet trace (no column {', '.join(missing)})")
+
+
+def check_gzip(path: str | Path) -> None:
+    """Read a ``.gz`` trace through to its end: a file that is not gzip, or whose stream is cut
+    short, fails here with its name (readers would fail halfway, Spark's without the name)."""
+    lines = 0
+    try:
+        with gzip.open(path, "rb") as handle:
+            while chunk := handle.read1(1 << 16):
+                lines += chunk.count(b"\n")
+    except gzip.BadGzipFile:
+        raise ValueError(f"{path}: not a gzip file (a plain JSON Lines trace ends in .jsonl)") from None
+    except EOFError:
+        raise ValueError(
+            f"{path}: the gzip stream is cut short after {lines:,} whole lines; `zcat {path} > part.jsonl` "
+            "keeps what is there, which can be audited"
+        ) from None
+    except zlib.error as exc:
+        raise ValueError(f"{path}: corrupt gzip data after {lines:,} whole lines ({exc})") from None
 
 
 def decode_line(text: str) -> AnyRecord | str:
@@ -144,9 +190,12 @@ def decode_line(text: str) -> AnyRecord | str:
     try:
         return parse_record(json.loads(text))
     except json.JSONDecodeError as exc:
-        return f"not JSON: {exc.msg} at column {exc.colno}"
+        reason = f"not JSON: {exc.msg} at column {exc.colno}"
     except pydantic.ValidationError as exc:
-        return validation_reason(exc)
+        reason = validation_reason(exc)
+    if "\ufffd" in text:
+        reason += " (the line has bytes that are not UTF-8, shown as U+FFFD)"
+    return reason
 
 
 def read_trace(

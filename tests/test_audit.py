@@ -181,6 +181,37 @@ def test_malformed_lines_are_counted_quarantined_and_the_rest_audited(spark: Any
         assert why in entry["error"], entry
 
 
+def test_both_engines_read_the_same_lines_whatever_the_bytes(spark: Any, tmp_path: Path) -> None:
+    """A byte-order mark, CRLF endings and a line of bytes that are not UTF-8: the local engine
+    reads them as Spark's text reader does (the mark skipped, the bad bytes one malformed line)."""
+    trace, stats = generate(1_000, seed=6, plant={"owner-registered": 1})
+    lines = [json.dumps(r.to_json()).encode() for r in trace]
+    lines.insert(40, b'{"kind": "leader", "offset": 7, "broker": "\xff\xfe"}')
+    path = tmp_path / "odd.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + b"\r\n".join(lines) + b"\r\n")
+    ignore = {"engine", "elapsed_s"}
+    local = audit([path], tmp_path / "local.json", engine="local")
+    on_spark = audit([path], tmp_path / "spark.json", spark=spark)
+    assert local.model_dump(exclude=ignore | {"quarantine"}) == on_spark.model_dump(exclude=ignore | {"quarantine"})
+    assert (local.records, local.malformed) == (stats.records + 1, 1)
+    assert _counts(local) == {"owner-registered": 1}  # the first line (a registration) was read
+    entry = json.loads((tmp_path / "local.quarantine.jsonl").read_text())
+    assert entry["line"] == 41
+    assert "not UTF-8" in entry["error"]
+
+
+@pytest.mark.parametrize(("cut", "message"), [(True, "cut short after"), (False, "not a gzip file")])
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_a_broken_gzip_trace_is_named(spark: Any, tmp_path: Path, cut: bool, engine: str, message: str) -> None:
+    trace, _ = generate(2_000, seed=2)
+    text = "".join(json.dumps(r.to_json()) + "\n" for r in trace).encode()
+    path = tmp_path / "t.jsonl.gz"
+    path.write_bytes(gzip.compress(text)[: len(gzip.compress(text)) // 2] if cut else text)
+    with pytest.raises(ValueError, match=message) as failed:
+        audit([path], engine=engine, spark=spark if engine == "spark" else None)
+    assert str(path) in str(failed.value)
+
+
 def test_malformed_parquet_rows_are_quarantined(spark: Any, tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
