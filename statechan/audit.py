@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -621,10 +621,17 @@ def audit_local(
 
 
 # -- the Spark engine -----------------------------------------------------------------------------------
-def spark_session(master: str | None = None, app: str = "statechan-audit", driver_memory: str = "4g") -> Any:
+def spark_session(
+    master: str | None = None,
+    app: str = "statechan-audit",
+    driver_memory: str = "4g",
+    conf: Mapping[str, str] | None = None,
+) -> Any:
     """A SparkSession whose Python workers run this interpreter (so they import these packages).
 
-    ``master`` None: the one ``spark-submit`` chose, else ``local[*]``.
+    ``master`` None: the one ``spark-submit`` chose, else ``local[*]``. ``conf``: Spark settings
+    applied last, over the auditor's own (``spark.driver.memory`` included, when this process
+    starts the JVM).
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -647,6 +654,8 @@ def spark_session(master: str | None = None, app: str = "statechan-audit", drive
         .config("spark.python.worker.reuse", "true")
         .config("spark.sql.parquet.aggregatePushdown", "true")
     )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("FATAL")  # failures reach the caller as exceptions
     return spark

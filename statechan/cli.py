@@ -1127,6 +1127,14 @@ def audit_command(
     partitions: Annotated[
         int | None, typer.Option(min=1, help="Spark partitions (default: ~250,000 records each, 4 per core at least).")
     ] = None,
+    conf: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--conf",
+            "-c",
+            help="A Spark setting, KEY=VALUE (repeatable; e.g. spark.executor.memory=8g), over the auditor's own.",
+        ),
+    ] = None,
     ship_code: Annotated[
         bool | None,
         typer.Option(
@@ -1178,8 +1186,19 @@ def audit_command(
         err.print(f"[red]error:[/red] --report {report}: no such directory {report.parent}")
         raise typer.Exit(2)
 
+    spark_conf = _spark_conf(conf or [])
+    if spark_conf and engine is not Engine.spark:
+        err.print("[red]error:[/red] --conf is for the spark engine")
+        raise typer.Exit(2)
     try:
-        result = audit(inputs, report, settings, engine.value, master, partitions, _progress, ship_code=ship_code)
+        spark = None
+        if spark_conf:
+            from statechan.audit import spark_session
+
+            spark = spark_session(master, conf=spark_conf)
+        result = audit(
+            inputs, report, settings, engine.value, master, partitions, _progress, spark=spark, ship_code=ship_code
+        )
     except (OSError, ValueError) as exc:
         err.print("[red]error:[/red] ", end="", highlight=False)
         err.print(str(exc), highlight=False, markup=False, soft_wrap=True)
@@ -1204,6 +1223,18 @@ def audit_command(
         raise typer.Exit(2)
     if result.violation_count:
         raise typer.Exit(1)
+
+
+def _spark_conf(specs: Sequence[str]) -> dict[str, str]:
+    """``--conf KEY=VALUE`` options as a mapping; exit 2 on one that is not a Spark setting."""
+    conf: dict[str, str] = {}
+    for spec in specs:
+        key, equals, value = spec.partition("=")
+        if not equals or not key.strip().startswith("spark.") or not value.strip():
+            err.print(f"[red]error:[/red] --conf {spec!r}: expected KEY=VALUE with a spark.* key", highlight=False)
+            raise typer.Exit(2)
+        conf[key.strip()] = value.strip()
+    return conf
 
 
 def _print_audit(result: AuditReport, hint: bool = True) -> None:

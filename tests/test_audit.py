@@ -382,7 +382,10 @@ def test_replay_writes_a_trace_and_the_command_that_audits_it(tmp_path: Path, ru
 
 def test_cli_exit_status_and_summary(spark: Any, planted: tuple[Path, Path, GenStats], tmp_path: Path) -> None:
     report = tmp_path / "r.json"
-    result = runner.invoke(app, ["audit", str(planted[0]), "--report", str(report), "--master", "local[2]"])
+    spark_conf = ["--conf", f"spark.sql.shuffle.partitions={max(2, os.cpu_count() or 2)}"]  # the path --conf takes
+    result = runner.invoke(
+        app, ["audit", str(planted[0]), "--report", str(report), "--master", "local[2]", *spark_conf]
+    )
     assert result.exit_code == 1, result.output
     assert "stuck-in-flight" in result.output
     assert "accepted-version-gap" in result.output
@@ -404,6 +407,9 @@ def test_cli_exit_status_and_summary(spark: Any, planted: tuple[Path, Path, GenS
         (["audit", "{tmp}/corrupt.parquet"], "not a readable Parquet file"),
         (["audit", "{tmp}/empty-folder"], "no .parquet, .jsonl or .jsonl.gz files"),
         (["audit", "{trace}", "--engine", "local", "--ship-code"], "for the spark engine"),
+        (["audit", "{trace}", "--conf", "executor.memory=8g"], "expected KEY=VALUE with a spark.* key"),
+        (["audit", "{trace}", "--conf", "spark.executor.memory"], "expected KEY=VALUE with a spark.* key"),
+        (["audit", "{trace}", "--engine", "local", "--conf", "spark.executor.memory=8g"], "for the spark engine"),
     ],
 )
 def test_cli_usage_errors_exit_2(tmp_path: Path, args: list[str], message: str) -> None:
@@ -520,6 +526,13 @@ def test_arrow_columns_share_one_object_per_distinct_string() -> None:
     assert two == [second.column("key").to_pylist(), second.column("offset").to_pylist()]
     assert one[0][0] is one[0][3] is two[0][3]
     assert one[0][2] is two[0][1]
+
+
+def test_spark_settings_given_reach_the_session(spark: Any) -> None:
+    session = spark_session(conf={"spark.sql.shuffle.partitions": "3", "spark.statechan.probe": "yes"})
+    assert session.conf.get("spark.sql.shuffle.partitions") == "3"
+    assert session.conf.get("spark.statechan.probe") == "yes"
+    session.conf.set("spark.sql.shuffle.partitions", str(max(2, os.cpu_count() or 2)))  # as the others expect
 
 
 def test_the_session_the_auditor_starts_logs_through_its_own_profile(spark: Any) -> None:
