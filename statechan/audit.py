@@ -518,33 +518,47 @@ def _line_numbers(rows: Any, base: int) -> list[int]:
 
 
 def _scan_parquet(path: str, source: int, other: Other, scan: _Scan) -> None:
-    """The first pass over a Parquet file, a batch at a time: only the rows that are not channel
-    records become Python objects; of the channel records, the time span and whether their
-    offsets ascend are worked out by Arrow."""
+    """The first pass over a Parquet file: the kind, time and offset columns of every row group,
+    a batch at a time (the time span and whether the channel offsets ascend are worked out by
+    Arrow); every column only of the row groups that hold records other than channel records,
+    whose rows alone become Python objects."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    base = 0
-    for batch in pq.ParquetFile(path).iter_batches(LOCAL_BATCH_ROWS):
-        channel = _is_channel(batch)
-        channel_batch = batch.filter(channel)
-        if channel_batch.num_rows:
-            span = pc.min_max(channel_batch.column("time")).as_py()
-            other.saw_time(span["min"])
-            other.saw_time(span["max"])
-            offsets = channel_batch.column("offset").drop_null()
-            if len(offsets):
-                scan.saw_offset(offsets[0].as_py())
-                if len(offsets) > 1 and not pc.all(pc.greater_equal(offsets[1:], offsets[:-1])).as_py():
-                    scan.in_order = False
-                scan.last = offsets[-1].as_py()
-        rest = pc.invert(channel)
-        lines = _line_numbers(rest, base)
-        for line, row in zip(lines, batch.filter(rest).to_pylist(), strict=True):
-            row.update(source=source, line=line, error=None, text=None)
-            _note_other(other, row, source, line)
-        scan.records += batch.num_rows
-        base += batch.num_rows
+    parquet = pq.ParquetFile(path)
+    starts = []  # each row group's first row, 0-based
+    others = []  # the row groups with other records
+    first = 0
+    for group in range(parquet.metadata.num_row_groups):
+        starts.append(first)
+        mixed = False
+        for batch in parquet.iter_batches(LOCAL_BATCH_ROWS, row_groups=[group], columns=["kind", "time", "offset"]):
+            channel = _is_channel(batch)
+            channel_batch = batch.filter(channel)
+            mixed = mixed or channel_batch.num_rows < batch.num_rows
+            if channel_batch.num_rows:
+                span = pc.min_max(channel_batch.column("time")).as_py()
+                other.saw_time(span["min"])
+                other.saw_time(span["max"])
+                offsets = channel_batch.column("offset").drop_null()
+                if len(offsets):
+                    scan.saw_offset(offsets[0].as_py())
+                    if len(offsets) > 1 and not pc.all(pc.greater_equal(offsets[1:], offsets[:-1])).as_py():
+                        scan.in_order = False
+                    scan.last = offsets[-1].as_py()
+            scan.records += batch.num_rows
+        if mixed:
+            others.append(group)
+        first += parquet.metadata.row_group(group).num_rows
+    for group in others:
+        base = starts[group]
+        for batch in parquet.iter_batches(LOCAL_BATCH_ROWS, row_groups=[group]):
+            rest = pc.invert(_is_channel(batch))
+            lines = _line_numbers(rest, base)
+            for line, row in zip(lines, batch.filter(rest).to_pylist(), strict=True):
+                row.update(source=source, line=line, error=None, text=None)
+                _note_other(other, row, source, line)
+            base += batch.num_rows
 
 
 def _parquet_channel_rows(path: str, source: int) -> Iterator[tuple[Any, ...]]:

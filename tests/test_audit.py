@@ -50,13 +50,14 @@ def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, GenSt
     return folder / "trace.parquet", folder / "trace.jsonl.gz", stats
 
 
-def _write_with_column(table: Any, name: str, values: list[Any], path: Path) -> None:
+def _write_with_column(table: Any, name: str, values: list[Any], path: Path, row_group_size: int | None = None) -> None:
     """Write ``table`` to ``path`` as Parquet with column ``name`` replaced by ``values`` (same type)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     index = table.schema.get_field_index(name)
-    pq.write_table(table.set_column(index, name, pa.array(values, table.schema.field(index).type)), path)
+    column = pa.array(values, table.schema.field(index).type)
+    pq.write_table(table.set_column(index, name, column), path, row_group_size=row_group_size)
 
 
 def _counts(report: AuditReport) -> dict[str, int]:
@@ -251,7 +252,12 @@ def test_the_local_engine_reads_parquet_a_batch_at_a_time_as_spark_reads_it(
     events = table.column("event").to_pylist()
     events[max(i for i, e in enumerate(events) if e is not None)] = "vanished"  # the last registry row
     _write_with_column(table, "state", states, path)
-    _write_with_column(pq.read_table(path), "event", events, path)
+    _write_with_column(pq.read_table(path), "event", events, path, row_group_size=301)
+    kinds = [
+        set(pq.ParquetFile(path).read_row_group(g, columns=["kind"]).column("kind").to_pylist()) for g in range(14)
+    ]
+    assert {"channel"} in kinds
+    assert any(len(k) > 1 for k in kinds)
     monkeypatch.setattr(statechan.audit, "LOCAL_BATCH_ROWS", 97)
     local = audit([path], tmp_path / "local.json", engine="local")
     on_spark = audit([path], tmp_path / "spark.json", spark=spark)
