@@ -900,6 +900,9 @@ def traces_show_command(
     ] = Storage.system_topic,
     model: ModelOption = DEFAULT_MODEL,
     views: Annotated[bool, typer.Option("--views", help="Also show the view records of the keys.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="One JSON object per entry (the record, its verdict, the value held).")
+    ] = False,
 ) -> None:
     """Show a bundle's records in offset order, each with the resolver's verdict and the value a
     reader holds after it, interleaved with the broker registry and leader records."""
@@ -919,6 +922,12 @@ def traces_show_command(
         err.print(str(exc), highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(2) from None
     shown = told.entries if around is None else told.around(around, context)
+    if as_json:
+        for entry in shown:
+            sys.stdout.write(json.dumps(entry.to_json(), separators=(",", ":")) + "\n")
+        if not any(e.verdict is not None for e in told.entries):
+            raise typer.Exit(1)
+        return
     console.print(_story_table(shown, several=len(told.keys) > 1 or selection.namespace is not None))
     channel = sum(1 for e in told.entries if e.verdict is not None)
     console.print(

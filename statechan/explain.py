@@ -81,6 +81,16 @@ class Entry:
     def time(self) -> int:
         return self.record.publish_time if isinstance(self.record, ChannelRecord) else self.record.time
 
+    def to_json(self) -> dict[str, Any]:
+        """The record as a trace line has it, plus ``verdict`` and ``held`` for a channel record."""
+        data: dict[str, Any] = self.record.model_dump(mode="json", by_alias=True)
+        if self.verdict is not None:
+            data["verdict"] = {"accepted": self.verdict.accepted, "reason": self.verdict.reason.value}
+            if self.verdict.check is not None:
+                data["verdict"]["check"] = self.verdict.check.value
+            data["held"] = None if self.held is None else self.held.model_dump(mode="json", by_alias=True)
+        return data
+
 
 @dataclass
 class Story:

@@ -181,3 +181,16 @@ def test_the_audit_points_at_the_story(planted: Path, tmp_path: Path) -> None:
     assert shown.exit_code == 0, shown.output
     first = next(e for v in json.loads(report.read_text())["violations"].values() for e in v["examples"])
     assert f"{first['offset']:,}" in shown.output
+
+
+def test_json_output_is_the_story_line_by_line(planted: Path) -> None:
+    key = next(r.key for r in read_trace(planted) if isinstance(r, ChannelRecord) and r.key.startswith("plant/single"))
+    result = runner.invoke(app, ["traces", "show", str(planted), "--key", key, "--json"])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.output.splitlines()]
+    told = story([planted], Selection(frozenset({key})))
+    assert [line["offset"] for line in lines] == [e.offset for e in told.entries]
+    verdicts = [(line["verdict"]["reason"], line["held"]["versionId"]) for line in lines if "verdict" in line]
+    expected = [(e.verdict.reason.value, e.held.version_id) for e in told.entries if e.verdict and e.held]
+    assert verdicts == expected
+    assert {line["kind"] for line in lines} >= {"channel", "registry"}
