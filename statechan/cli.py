@@ -817,6 +817,27 @@ def traces_report_schema_command() -> None:
     sys.stdout.write(json.dumps(report_schema(), indent=2, sort_keys=True) + "\n")
 
 
+def _trace_files(paths: Sequence[Path]) -> list[Path]:
+    """The trace files named: files as given, folders as their trace files (part files, as Spark
+    and the generator's users keep them); exit 2 naming a path that is neither."""
+    inputs: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.name.endswith((".parquet", ".jsonl", ".jsonl.gz")))
+            if not found:
+                err.print(
+                    f"[red]error:[/red] {path}: no .parquet, .jsonl or .jsonl.gz files in this folder", soft_wrap=True
+                )
+                raise typer.Exit(2)
+            inputs.extend(found)
+        elif path.is_file():
+            inputs.append(path)
+        else:
+            err.print(f"[red]error:[/red] {path}: no such file")
+            raise typer.Exit(2)
+    return inputs
+
+
 def _readable(paths: Sequence[Path]) -> None:
     """Every trace can be read through, or exit 2 naming the first that cannot."""
     from statechan.traces import check_readable
@@ -886,7 +907,9 @@ def traces_convert_command(
 
 @traces_app.command("show")
 def traces_show_command(
-    paths: Annotated[list[Path], typer.Argument(help="Traces: .jsonl, .jsonl.gz or .parquet.")],
+    paths: Annotated[
+        list[Path], typer.Argument(help="Traces: .jsonl, .jsonl.gz or .parquet (any mix), or folders of them.")
+    ],
     key: Annotated[list[str] | None, typer.Option("--key", "-k", help="A bundle key to follow (repeatable).")] = None,
     namespace: Annotated[
         str | None, typer.Option("--namespace", "-n", help="Follow every key of this tenant/namespace.")
@@ -914,6 +937,7 @@ def traces_show_command(
     except ValueError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
         raise typer.Exit(2) from None
+    paths = _trace_files(paths)
     _readable(paths)
     try:
         told = story(paths, selection, storage.storage, model)
@@ -1176,21 +1200,7 @@ def audit_command(
     except (ValueError, pydantic.ValidationError) as exc:
         err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
         raise typer.Exit(2) from None
-    inputs: list[Path] = []
-    for path in paths:
-        if path.is_dir():  # a folder of part files, as Spark and the generator's users keep them
-            found = sorted(p for p in path.iterdir() if p.name.endswith((".parquet", ".jsonl", ".jsonl.gz")))
-            if not found:
-                err.print(
-                    f"[red]error:[/red] {path}: no .parquet, .jsonl or .jsonl.gz files in this folder", soft_wrap=True
-                )
-                raise typer.Exit(2)
-            inputs.extend(found)
-        elif path.is_file():
-            inputs.append(path)
-        else:
-            err.print(f"[red]error:[/red] {path}: no such file")
-            raise typer.Exit(2)
+    inputs = _trace_files(paths)
     if not report.parent.is_dir():
         err.print(f"[red]error:[/red] --report {report}: no such directory {report.parent}")
         raise typer.Exit(2)

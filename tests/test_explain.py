@@ -194,3 +194,18 @@ def test_json_output_is_the_story_line_by_line(planted: Path) -> None:
     expected = [(e.verdict.reason.value, e.held.version_id) for e in told.entries if e.verdict and e.held]
     assert verdicts == expected
     assert {line["kind"] for line in lines} >= {"channel", "registry"}
+
+
+def test_a_folder_of_traces_is_read_whole(planted: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    (folder / "part-0.jsonl").write_bytes(planted.read_bytes())
+    (folder / "notes.txt").write_text("not a trace\n")
+    argv = ["traces", "show", "--namespace", "plant/single-owner-0"]
+    whole, parts = (
+        runner.invoke(app, [*argv[:2], str(planted), *argv[2:]]),
+        runner.invoke(app, [*argv[:2], str(folder), *argv[2:]]),
+    )
+    assert parts.exit_code == 0, parts.output
+    assert parts.output == whole.output
+    assert "2 keys" in parts.output
