@@ -526,11 +526,9 @@ def _scan_parquet(path: str, source: int, other: Other, scan: _Scan) -> None:
     import pyarrow.parquet as pq
 
     parquet = pq.ParquetFile(path)
-    starts = []  # each row group's first row, 0-based
-    others = []  # the row groups with other records
+    others = []  # the row groups with other records, each with its first row (0-based)
     first = 0
     for group in range(parquet.metadata.num_row_groups):
-        starts.append(first)
         mixed = False
         for batch in parquet.iter_batches(LOCAL_BATCH_ROWS, row_groups=[group], columns=["kind", "time", "offset"]):
             channel = _is_channel(batch)
@@ -548,10 +546,9 @@ def _scan_parquet(path: str, source: int, other: Other, scan: _Scan) -> None:
                     scan.last = offsets[-1].as_py()
             scan.records += batch.num_rows
         if mixed:
-            others.append(group)
+            others.append((group, first))
         first += parquet.metadata.row_group(group).num_rows
-    for group in others:
-        base = starts[group]
+    for group, base in others:
         for batch in parquet.iter_batches(LOCAL_BATCH_ROWS, row_groups=[group]):
             rest = pc.invert(_is_channel(batch))
             lines = _line_numbers(rest, base)

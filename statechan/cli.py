@@ -946,20 +946,18 @@ def traces_show_command(
         err.print(str(exc), highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(2) from None
     shown = told.entries if around is None else told.around(around, context)
+    channel = sum(1 for e in told.entries if e.verdict is not None)
     if as_json:
         for entry in shown:
             sys.stdout.write(json.dumps(entry.to_json(), separators=(",", ":")) + "\n")
-        if not any(e.verdict is not None for e in told.entries):
-            raise typer.Exit(1)
-        return
-    console.print(_story_table(shown, several=len(told.keys) > 1 or selection.namespace is not None))
-    channel = sum(1 for e in told.entries if e.verdict is not None)
-    console.print(
-        f"{counted(channel, 'channel record')} of {counted(len(told.keys), 'key')}"
-        + (f", {len(shown):,} of {len(told.entries):,} entries shown" if len(shown) < len(told.entries) else "")
-        + f"; {told.records:,} records read, {told.malformed:,} malformed",
-        highlight=False,
-    )
+    else:
+        console.print(_story_table(shown, several=len(told.keys) > 1 or selection.namespace is not None))
+        console.print(
+            f"{counted(channel, 'channel record')} of {counted(len(told.keys), 'key')}"
+            + (f", {len(shown):,} of {len(told.entries):,} entries shown" if len(shown) < len(told.entries) else "")
+            + f"; {told.records:,} records read, {told.malformed:,} malformed",
+            highlight=False,
+        )
     if not channel:
         err.print("[red]error:[/red] no channel record of the selected keys in the trace", highlight=False)
         raise typer.Exit(1)

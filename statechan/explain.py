@@ -131,17 +131,17 @@ def story(
         return result
     first, last = channel[0].offset, channel[-1].offset
     named = {b for r in channel for b in _brokers(r)}
+    start = next(i for i, r in enumerate(records) if r.offset >= first)
     before: dict[str, AnyRecord] = {}  # each context's last record before the first channel record
-    for record in records:
-        if record.offset >= first:
-            break
+    for record in records[:start]:
         if isinstance(record, RegistryRecord) and record.broker in named:
             before[record.broker] = record
         elif isinstance(record, LeaderRecord):
             before[""] = record
+    result.entries.extend(Entry(r) for r in sorted(before.values(), key=lambda r: r.offset))
     rules = rules_for(storage, model)
     held: dict[str, ServiceUnitStateData | None] = {}
-    for record in records:
+    for record in records[start:]:
         if isinstance(record, ChannelRecord):
             prior = held.get(record.key)
             if record.key not in held:
@@ -150,9 +150,6 @@ def story(
             after = record.value if verdict.accepted else prior
             held[record.key] = after
             result.entries.append(Entry(record, verdict, after))
-        elif record.offset < first:
-            if any(record is r for r in before.values()):
-                result.entries.append(Entry(record))
         elif isinstance(record, ViewRecord) or (
             record.broker in named if isinstance(record, RegistryRecord) else record.offset <= last
         ):
