@@ -64,6 +64,7 @@ from statechan.traces import (
     from_flat_row,
     is_parquet,
     open_text,
+    row_text,
     validation_reason,
 )
 from statechan.values import ServiceUnitStateData
@@ -447,21 +448,21 @@ def _note_other(other: Other, row: dict[str, Any], source: int, line: int | None
         other.malformed.append((row["source"], row["line"], row["error"], row["text"]))
         return
     if kind not in ("registry", "leader", "view"):
-        other.malformed.append((source, line, f"kind: unknown record kind {kind!r}", json.dumps(row, default=str)))
+        other.malformed.append((source, line, f"kind: unknown record kind {kind!r}", row_text(row)))
         return
     other.saw_time(row.get("time"))
     if kind == "registry":
         if row.get("broker") and row.get("event") in ("registered", "unregistered") and row.get("offset") is not None:
             other.registry.append((row["offset"], row["time"] or 0, row["broker"], row["event"] == "registered"))
         else:
-            other.malformed.append((source, line, "registry: needs offset, broker and event", json.dumps(row)))
+            other.malformed.append((source, line, "registry: needs offset, broker and event", row_text(row)))
     elif kind == "leader":
         other.leader += 1
     else:
         try:
             from_flat_row(_BLANK_ROW | row)
         except (ValueError, KeyError) as exc:
-            other.malformed.append((source, line, f"view: {_reason(exc, within='')}", json.dumps(row, default=str)))
+            other.malformed.append((source, line, f"view: {_reason(exc, within='')}", row_text(row)))
             return
         other.view += 1
 

@@ -854,21 +854,25 @@ def _readable(paths: Sequence[Path]) -> None:
 
 @traces_app.command("validate")
 def traces_validate_command(
-    paths: Annotated[list[Path], typer.Argument(help="JSON Lines traces (.jsonl or .jsonl.gz).")],
-    show: Annotated[int, typer.Option(min=0, help="Bad lines to print.")] = 20,
+    paths: Annotated[
+        list[Path], typer.Argument(help="Traces: .jsonl, .jsonl.gz or .parquet (any mix), or folders of them.")
+    ],
+    show: Annotated[int, typer.Option(min=0, help="Bad lines or rows to print.")] = 20,
 ) -> None:
-    """Read traces, count records per kind and report every line that is not a trace record."""
+    """Read traces, count records per kind and report every line (or Parquet row) that is not a
+    trace record."""
     from collections import Counter
 
-    from statechan.traces import ReadStats, read_trace
+    from statechan.traces import ReadStats, read_records
 
     kinds: Counter[str] = Counter()
     stats = ReadStats()
     last_offset = -1
     out_of_order = 0
+    paths = _trace_files(paths)
     _readable(paths)
     for path in paths:
-        for record in read_trace(path, stats):
+        for record in read_records(path, stats):
             kinds[record.kind] += 1
             if record.offset <= last_offset:
                 out_of_order += 1

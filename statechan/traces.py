@@ -347,10 +347,11 @@ def from_flat_row(row: dict[str, Any]) -> AnyRecord:
             "dstBroker": row["dst_broker"],
             "sourceBroker": row["source_broker"],
             "force": row["force"],
-            "timestamp": row["timestamp"],
             "versionId": row["version_id"],
             "splitServiceUnitToDestBroker": None if split is None else {c["range"]: c["broker"] for c in split},
         }
+        if row.get("timestamp") is not None:  # a null one is the JSON's absent field (0); the audit ignores it
+            value["timestamp"] = row["timestamp"]
     kind = row["kind"]
     data: dict[str, Any] = {"kind": kind, "offset": row["offset"]}
     if kind == "channel":
@@ -419,14 +420,39 @@ def write_parquet(records: Iterable[AnyRecord], path: str | Path, batch_rows: in
     return write_flat_rows((flat_row(record) for record in records), path, batch_rows)
 
 
-def read_parquet(path: str | Path) -> Iterator[AnyRecord]:
-    """The records of a Parquet trace, in file order."""
+def row_text(row: Mapping[str, Any]) -> str:
+    """A row of the flat schema as one JSON object of its non-null columns, in schema order: how
+    a bad Parquet row is shown and quarantined (the file has no text of its own)."""
+    return json.dumps({n: row[n] for n, _ in PARQUET_COLUMNS if row.get(n) is not None}, default=str)
+
+
+def read_parquet(path: str | Path, stats: ReadStats | None = None) -> Iterator[AnyRecord]:
+    """Every good record of a Parquet trace, in file order; bad rows go to ``stats.bad`` under
+    their 1-based row numbers (as the auditor's quarantine numbers them)."""
     import pyarrow.parquet as pq
 
-    parquet = pq.ParquetFile(str(path))
-    for batch in parquet.iter_batches():
+    stats = stats if stats is not None else ReadStats()
+    source = str(path)
+    number = 0
+    for batch in pq.ParquetFile(source).iter_batches():
         for row in batch.to_pylist():
-            yield from_flat_row(row)
+            number += 1
+            try:
+                record = from_flat_row(row)
+            except pydantic.ValidationError as exc:
+                stats.bad.append(BadLine(source, number, validation_reason(exc), row_text(row)))
+                continue
+            except (TypeError, KeyError, AttributeError) as exc:  # e.g. a split child that is null
+                stats.bad.append(BadLine(source, number, f"split_children: {exc}", row_text(row)))
+                continue
+            stats.records += 1
+            yield record
+
+
+def read_records(path: str | Path, stats: ReadStats | None = None) -> Iterator[AnyRecord]:
+    """Every good record of a trace in either format (by its name), in file order; bad lines or
+    rows go to ``stats.bad``."""
+    return read_parquet(path, stats) if is_parquet(path) else read_trace(path, stats)
 
 
 def is_parquet(path: str | Path) -> bool:
@@ -435,9 +461,8 @@ def is_parquet(path: str | Path) -> bool:
 
 def convert(source: str | Path, destination: str | Path, stats: ReadStats | None = None) -> int:
     """Convert between JSON Lines (``.jsonl``, ``.jsonl.gz``) and Parquet (``.parquet``), by the
-    names' suffixes; bad JSON lines are counted in ``stats`` and left out. Returns records written."""
-    stats = stats if stats is not None else ReadStats()
-    records: Iterable[AnyRecord] = read_parquet(source) if is_parquet(source) else read_trace(source, stats)
+    names' suffixes; bad lines or rows are counted in ``stats`` and left out. Returns records written."""
+    records = read_records(source, stats)
     if is_parquet(destination):
         return write_parquet(records, destination)
     return write_records(records, destination)

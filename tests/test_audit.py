@@ -213,7 +213,8 @@ def test_a_broken_gzip_trace_is_named(spark: Any, tmp_path: Path, cut: bool, eng
     assert str(path) in str(failed.value)
 
 
-def test_malformed_parquet_rows_are_quarantined(spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["spark", "local"])
+def test_malformed_parquet_rows_are_quarantined(spark: Any, tmp_path: Path, engine: str) -> None:
     import pyarrow.parquet as pq
 
     path = tmp_path / "trace.parquet"
@@ -224,12 +225,21 @@ def test_malformed_parquet_rows_are_quarantined(spark: Any, tmp_path: Path) -> N
     for i in broken:
         states[i] = "Orphaned"
     _write_with_column(table, "state", states, path)
-    report = audit([path], tmp_path / "report.json", spark=spark)
-    assert report.malformed == 3
+    kinds = pq.read_table(path).column("kind").to_pylist()
+    mystery = kinds.index("registry")
+    kinds[mystery] = "mystery"
+    _write_with_column(pq.read_table(path), "kind", kinds, path)
+    report = audit([path], tmp_path / "report.json", spark=spark if engine == "spark" else None, engine=engine)
+    assert report.malformed == 4
     assert report.records == stats.records
     quarantine = [json.loads(line) for line in (tmp_path / "report.quarantine.jsonl").read_text().splitlines()]
-    assert sorted(q["line"] for q in quarantine) == [i + 1 for i in broken]
-    assert all("state" in q["error"] and "Orphaned" in q["text"] for q in quarantine)
+    assert sorted(q["line"] for q in quarantine) == sorted([i + 1 for i in broken] + [mystery + 1])
+    odd = next(q for q in quarantine if q["line"] == mystery + 1)
+    assert odd["error"] == "kind: unknown record kind 'mystery'"
+    shown = json.loads(odd["text"])  # the row's own columns, none of the reader's bookkeeping
+    assert shown["kind"] == "mystery"
+    assert not {"source", "line", "error", "text"} & set(shown)
+    assert all("state" in q["error"] and "Orphaned" in q["text"] for q in quarantine if q is not odd)
 
 
 def test_the_local_engine_reads_parquet_a_batch_at_a_time_as_spark_reads_it(

@@ -153,6 +153,42 @@ def test_convert_leaves_out_bad_lines_and_says_so(tmp_path: Path) -> None:
     assert bad_name.exit_code == 2
 
 
+def test_bad_parquet_rows_are_counted_kept_and_left_out(tmp_path: Path) -> None:
+    from statechan.traces import write_flat_rows
+
+    key = "t/n/0x00000000_0xffffffff"
+    rows: list[dict[str, object]] = [
+        {"kind": "leader", "offset": 1, "time": 5, "broker": "b1"},
+        {"kind": "channel", "offset": 2, "time": 6, "key": key, "has_value": True, "state": "Bogus", "version_id": 1},
+        {"kind": None, "offset": 3, "time": 7},
+        {"kind": "view", "offset": 4, "time": 8, "observer": "b1", "incarnation": 0, "key": key, "has_value": True}
+        | {"state": "Owned", "dst_broker": "b1", "force": False, "version_id": 1, "accepted": True}
+        | {"split_children": [None]},
+        {"kind": "channel", "offset": 5, "time": 9, "key": key, "has_value": True, "state": "Free"}
+        | {"force": False, "version_id": 2},  # no timestamp: the JSON's absent field, 0
+    ]
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    write_flat_rows(rows, folder / "part-0.parquet")
+    stats = ReadStats()
+    records = list(read_parquet(folder / "part-0.parquet", stats))
+    assert [(r.kind, r.offset) for r in records] == [("leader", 1), ("channel", 5)]
+    assert stats.records == 2
+    assert [b.line for b in stats.bad] == [2, 3, 4]
+    assert "value.state" in stats.bad[0].reason
+    assert json.loads(stats.bad[1].text) == {"offset": 3, "time": 7}  # the row's non-null columns, nothing else
+    assert "split_children" in stats.bad[2].reason
+    result = CliRunner().invoke(app, ["traces", "validate", str(folder)])
+    assert result.exit_code == 1
+    assert "2 records (channel 1, leader 1); 3 bad line(s)" in result.output
+    assert "part-0.parquet:2: channel.value.state" in result.output
+    part = str(folder / "part-0.parquet")
+    converted = CliRunner().invoke(app, ["traces", "convert", part, str(tmp_path / "t.jsonl")])
+    assert converted.exit_code == 1
+    assert "2 records written" in converted.output
+    assert [r.offset for r in read_trace(tmp_path / "t.jsonl")] == [1, 5]
+
+
 def test_the_parquet_columns_are_documented() -> None:
     from statechan.traces import PARQUET_COLUMNS
 
