@@ -454,6 +454,14 @@ def _zookeeper_store(address: str) -> Callable[[Clock], Store]:
     return lambda clock: ZooKeeperStore(hosts, clock, root=("/" + root) if slash else None)
 
 
+def _writable(path: Path | None, option: str) -> None:
+    """Exit 2 before any work when an output's folder does not exist (a long run must not end in
+    a traceback with its result lost); ``option`` names it in the message."""
+    if path is not None and not path.parent.is_dir():
+        err.print(f"[red]error:[/red] {option} {path}: no such directory {path.parent}", soft_wrap=True)
+        raise typer.Exit(2)
+
+
 @app.command("simulate")
 def simulate_command(
     brokers: Annotated[int, typer.Option(min=1, max=64, help="Brokers in the cluster.")] = 5,
@@ -493,6 +501,8 @@ def simulate_command(
     if variant not in VARIANTS:
         err.print(f"[red]error:[/red] --variant: unknown {variant!r}; choose from {', '.join(VARIANTS)}")
         raise typer.Exit(2)
+    _writable(trace, "--trace")
+    _writable(save_run, "--save-run")
     config = SimConfig(
         brokers=brokers,
         namespaces=namespaces,
@@ -627,6 +637,8 @@ def check_command(
     if variant not in VARIANTS:
         err.print(f"[red]error:[/red] --variant: unknown {variant!r}; choose from {', '.join(VARIANTS)}")
         raise typer.Exit(2)
+    _writable(save_run, "--save-run")
+    _writable(graph, "--graph")
     cluster_ids = simulation_ids()
     unknown_ids = sorted(set(skip or ()) - set(cluster_ids))
     if unknown_ids:
@@ -773,9 +785,7 @@ def replay_command(
     except RunFileError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
-    if trace is not None and not trace.parent.is_dir():
-        err.print(f"[red]error:[/red] --trace {trace}: no such directory {trace.parent}")
-        raise typer.Exit(2)
+    _writable(trace, "--trace")
     checker, _ = _invariant_checker(1)
     steps = build_timeline(config, actions, checker, stop_at_violation=True, final_check=_history_checker, picks=picks)
     if not quiet:
@@ -900,6 +910,7 @@ def traces_convert_command(
             err.print(f"[red]error:[/red] {path}: expected a .jsonl, .jsonl.gz or .parquet name")
             raise typer.Exit(2)
     _readable([source])
+    _writable(destination, "destination")
     stats = ReadStats()
     written = convert(source, destination, stats)
     console.print(f"{written:,} records written to {destination}; {len(stats.bad):,} bad line(s) left out")
@@ -1046,6 +1057,7 @@ def traces_generate_command(
     if not destination.name.endswith((".jsonl", ".jsonl.gz", ".parquet")):
         err.print(f"[red]error:[/red] {destination}: expected a .jsonl, .jsonl.gz or .parquet name")
         raise typer.Exit(2)
+    _writable(destination, "destination")
     plants = _plants(plant or [])
     stats = write_generated(destination, records, seed, namespaces=namespaces, brokers=brokers, plant=plants)
     planted = ", ".join(f"{k} {v}" for k, v in stats.planted.items() if v) or "none"
@@ -1086,6 +1098,7 @@ def capture_zk_command(
     if not out.name.endswith((".jsonl", ".jsonl.gz")):
         err.print(f"[red]error:[/red] --out {out}: expected a .jsonl or .jsonl.gz name", soft_wrap=True)
         raise typer.Exit(2)
+    _writable(out, "--out")
     try:
         if follow > 0:
             console.print(f"taking a snapshot, then following changes for {follow:g} s …", highlight=False)
@@ -1203,9 +1216,7 @@ def audit_command(
         err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
         raise typer.Exit(2) from None
     inputs = _trace_files(paths)
-    if not report.parent.is_dir():
-        err.print(f"[red]error:[/red] --report {report}: no such directory {report.parent}")
-        raise typer.Exit(2)
+    _writable(report, "--report")
 
     spark_conf = _spark_conf(conf or [])
     if spark_conf and engine is not Engine.spark:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from statechan.cli import app
@@ -137,3 +139,27 @@ def test_every_command_prints_its_help() -> None:
         for child in sub:
             nested = runner.invoke(app, [name, child, "--help"])
             assert nested.exit_code == 0, (name, child, nested.exception)
+
+
+SAMPLE = "traces/sample.jsonl"
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["simulate", "--hours", "1", "--trace", "{missing}/t.jsonl"], "--trace"),
+        (["simulate", "--hours", "1", "--save-run", "{missing}/run.json"], "--save-run"),
+        (["check", "--save-run", "{missing}/run.json"], "--save-run"),
+        (["check", "--graph", "{missing}/g.mmd"], "--graph"),
+        (["traces", "generate", "{missing}/t.parquet", "--records", "100"], "destination"),
+        (["traces", "convert", SAMPLE, "{missing}/t.parquet"], "destination"),
+        (["capture", "zk", "--hosts", "127.0.0.1:9", "--out", "{missing}/t.jsonl"], "--out"),
+    ],
+)
+def test_an_output_in_a_missing_folder_stops_before_any_work(argv: list[str], option: str, tmp_path: Path) -> None:
+    missing = tmp_path / "not-made"
+    result = runner.invoke(app, [a.format(missing=missing) for a in argv])
+    assert result.exit_code == 2, result.output
+    assert f"{option} {missing}" in result.output
+    assert "no such directory" in result.output
+    assert not missing.exists()
