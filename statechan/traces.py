@@ -337,6 +337,12 @@ def flat_row(record: AnyRecord) -> dict[str, Any]:
     return row
 
 
+def _split_map(children: list[Any]) -> dict[Any, Any]:
+    if any(not isinstance(child, dict) for child in children):
+        raise ValueError("split_children: a child is null")
+    return {child.get("range"): child.get("broker") for child in children}
+
+
 def from_flat_row(row: dict[str, Any]) -> AnyRecord:
     """A record back from a row of the flat schema (validated)."""
     value = None
@@ -348,7 +354,7 @@ def from_flat_row(row: dict[str, Any]) -> AnyRecord:
             "sourceBroker": row["source_broker"],
             "force": row["force"],
             "versionId": row["version_id"],
-            "splitServiceUnitToDestBroker": None if split is None else {c["range"]: c["broker"] for c in split},
+            "splitServiceUnitToDestBroker": None if split is None else _split_map(split),
         }
         if row.get("timestamp") is not None:  # a null one is the JSON's absent field (0); the audit ignores it
             value["timestamp"] = row["timestamp"]
@@ -439,11 +445,9 @@ def read_parquet(path: str | Path, stats: ReadStats | None = None) -> Iterator[A
             number += 1
             try:
                 record = from_flat_row(row)
-            except pydantic.ValidationError as exc:
-                stats.bad.append(BadLine(source, number, validation_reason(exc), row_text(row)))
-                continue
-            except (TypeError, KeyError, AttributeError) as exc:  # e.g. a split child that is null
-                stats.bad.append(BadLine(source, number, f"split_children: {exc}", row_text(row)))
+            except ValueError as exc:  # pydantic's ValidationError is one
+                reason = validation_reason(exc) if isinstance(exc, pydantic.ValidationError) else str(exc)
+                stats.bad.append(BadLine(source, number, reason, row_text(row)))
                 continue
             stats.records += 1
             yield record

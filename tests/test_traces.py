@@ -187,6 +187,10 @@ def test_bad_parquet_rows_are_counted_kept_and_left_out(tmp_path: Path) -> None:
     assert converted.exit_code == 1
     assert "2 records written" in converted.output
     assert [r.offset for r in read_trace(tmp_path / "t.jsonl")] == [1, 5]
+    from statechan.audit import audit
+
+    report = audit([folder / "part-0.parquet"], tmp_path / "r.json", engine="local")  # the auditor agrees
+    assert (report.records, report.malformed, report.channel_records) == (5, 3, 1)
 
 
 def test_the_parquet_columns_are_documented() -> None:
