@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
 from properties.catalogue import (
@@ -60,12 +59,12 @@ from statechan.traces import (
     arrow_schema,
     check_readable,
     decode_line,
+    error_reason,
     flat_row,
     from_flat_row,
     is_parquet,
     open_text,
     row_text,
-    validation_reason,
 )
 from statechan.values import ServiceUnitStateData
 
@@ -267,13 +266,6 @@ def _checked_value(
     return data.state, dst, src, data.force
 
 
-def _reason(exc: Exception, within: str = "value.") -> str:
-    """An error in one line; a validation error names its field, ``within`` the part validated."""
-    if isinstance(exc, pydantic.ValidationError):
-        return f"{within}{validation_reason(exc)}"
-    return str(exc)
-
-
 CHANNEL_COLUMNS = (
     "key",
     "offset",
@@ -322,7 +314,7 @@ class Fold:
             record = from_flat_row(_BLANK_ROW | row)
         except (ValueError, KeyError) as exc:  # pydantic.ValidationError is a ValueError
             if row.get("kind") == "channel":
-                error = _reason(exc, within="")  # a whole record: the field path is in the error
+                error = error_reason(exc)  # a whole record: the field path is in the error
                 text = json.dumps({n: row.get(n) for n in CHANNEL_COLUMNS[:9] + HISTORY_COLUMNS[1:3]}, default=str)
                 self.partial.malformed.append((row.get("source") or 0, row.get("line"), error, text))
             return False
@@ -355,7 +347,7 @@ class Fold:
                 else:
                     value = None
             except (ValueError, BadKeyError) as exc:  # pydantic.ValidationError is a ValueError
-                partial.malformed.append((source or 0, line, _reason(exc), _row_text(row)))
+                partial.malformed.append((source or 0, line, error_reason(exc, "value."), _row_text(row)))
                 continue
             channel += 1
             found = target[0].offer(key, offset, when, value, target[1])
@@ -462,7 +454,7 @@ def _note_other(other: Other, row: dict[str, Any], source: int, line: int | None
         try:
             from_flat_row(_BLANK_ROW | row)
         except (ValueError, KeyError) as exc:
-            other.malformed.append((source, line, f"view: {_reason(exc, within='')}", row_text(row)))
+            other.malformed.append((source, line, f"view: {error_reason(exc)}", row_text(row)))
             return
         other.view += 1
 

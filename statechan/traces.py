@@ -132,6 +132,14 @@ def validation_reason(exc: pydantic.ValidationError) -> str:
     return f"{where}: {first['msg']}{more}"
 
 
+def error_reason(exc: Exception, within: str = "") -> str:
+    """Why something was refused, in one line: a validation error names its field (after
+    ``within``, the part validated); any other error's message already says what is wrong."""
+    if isinstance(exc, pydantic.ValidationError):
+        return f"{within}{validation_reason(exc)}"
+    return str(exc)
+
+
 def open_text(path: str | Path) -> io.TextIOBase:
     """A trace file for reading, gunzipped when it ends in ``.gz``. Read as Spark's text reader
     reads it, so both engines see the same lines: a byte-order mark at the start is skipped, and
@@ -446,8 +454,7 @@ def read_parquet(path: str | Path, stats: ReadStats | None = None) -> Iterator[A
             try:
                 record = from_flat_row(row)
             except ValueError as exc:  # pydantic's ValidationError is one
-                reason = validation_reason(exc) if isinstance(exc, pydantic.ValidationError) else str(exc)
-                stats.bad.append(BadLine(source, number, reason, row_text(row)))
+                stats.bad.append(BadLine(source, number, error_reason(exc), row_text(row)))
                 continue
             stats.records += 1
             yield record

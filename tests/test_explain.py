@@ -21,7 +21,7 @@ from statechan.traces import (
     ChannelRecord,
     RegistryRecord,
     convert,
-    read_parquet,
+    read_records,
     read_trace,
     write_records,
 )
@@ -76,7 +76,7 @@ def test_the_verdicts_are_the_auditors(scrambled: list[Path], storage: StorageTy
 
 
 def _records(path: Path) -> Iterator[AnyRecord]:
-    return read_parquet(path) if path.suffix == ".parquet" else read_trace(path)
+    return read_records(path)
 
 
 def test_an_audit_example_is_told_at_its_offset(planted: Path) -> None:
