@@ -52,10 +52,12 @@ class LabConfig(BaseModel):
     balancer: BalancerConfig = SEED_001
     target_std: float = Field(0.1, gt=0, description="the broker-load standard deviation a run should stay under")
     settle_window_hours: float = Field(2.0, gt=0, description="the closing window the verdict looks at")
-    settle_moves_per_broker_hour: float = Field(
-        0.2,
+    settle_moves_per_change: float = Field(
+        2.0,
         ge=0,
-        description="at most this many moves an hour per broker in the closing window: the run settled",
+        description="the run settled when, in the closing window, it made at most this many moves per "
+        "change of the workload (bursts, hot spells, bundles going quiet or starting): a balancer that "
+        "only answers the workload stays near one; one that answers its own moves does not",
     )
 
     def label(self) -> str:
@@ -120,11 +122,14 @@ class Result:
         return last if last < self.load.shape[0] else None
 
     def verdict(self) -> Verdict:
-        """Settles when the closing window's moves per hour are at most the stated rate."""
+        """Settles when the closing window's moves per hour are at most ``settle_moves_per_change``
+        times the workload's changes per hour."""
         window = self.config.settle_window_hours
         start = self.load.shape[0] - window * 60
         late = sum(1 for e in self.events if e.minute >= start)
-        limit = self.config.settle_moves_per_broker_hour * self.config.workload.brokers
+        w = self.config.workload
+        changes_per_hour = w.bursts_per_hour + w.hot_per_hour + 2 * w.churn_per_hour
+        limit = self.config.settle_moves_per_change * changes_per_hour
         return Verdict.settles if late / window <= limit else Verdict.oscillates
 
     def measures(self) -> dict[str, float | int | str | None]:

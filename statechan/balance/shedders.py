@@ -51,6 +51,15 @@ def _heaviest_first(
     return moves
 
 
+def _usage_within_limit(usage: tuple[float, ...], weights: tuple[float, ...]) -> float:
+    """The weighted maximum usage; when it passes 100 % (a mis-set limit), the signals above
+    100 % are skipped, as ``getMaxResourceUsageWithWeightWithinLimit``."""
+    value = float(max_usage_with_weight(np.asarray(usage), weights))
+    if value <= 1.0:
+        return value
+    return max((u * w for u, w in zip(usage, weights, strict=True) if u <= 100.0), default=0.0) / 100.0
+
+
 @dataclass
 class ThresholdShedder:
     """``org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder``: a broker whose smoothed
@@ -59,7 +68,8 @@ class ThresholdShedder:
     come 5 % under that line is marked."""
 
     average_usage: dict[int, float] = field(default_factory=dict)
-    """``brokerAvgResourceUsage``: the history, updated once per shedding cycle."""
+    """``brokerAvgResourceUsage``: the history, updated once per shedding cycle (a broker's first
+    value is its current usage)."""
 
     def find(self, data: LoadData, config: BalancerConfig, owner: Ints) -> list[Move]:
         threshold = config.threshold_shedder_pct / 100.0
@@ -68,8 +78,9 @@ class ThresholdShedder:
         weights = config.weights()
         brokers = sorted(data.reports)
         for b in brokers:
-            current = float(max_usage_with_weight(np.asarray(data.reports[b].usage), weights))
-            self.average_usage[b] = self.average_usage.get(b, 0.0) * h + (1 - h) * current
+            current = _usage_within_limit(data.reports[b].usage, weights)
+            previous = self.average_usage.get(b)
+            self.average_usage[b] = current if previous is None else previous * h + (1 - h) * current
         if not brokers:
             return []
         avg = sum(self.average_usage.get(b, 0.0) for b in brokers) / len(brokers)
