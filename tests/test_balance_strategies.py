@@ -131,9 +131,9 @@ UNIFORM_CASES = [
     Case(
         "testMaxUnloadBundleNumPerShedding",
         {"broker-1": Broker(bundles=_UNIFORM_OWN, throughput=40.0 * MB), "broker2": Broker()},
-        {name: 2.0 * MB for name in _UNIFORM_OWN},
+        dict.fromkeys(_UNIFORM_OWN, 2.0 * MB),
         {},
-        config=BalancerConfig(maxUnloadBundleNumPerShedding=2),
+        config=BalancerConfig(max_unload_bundles_per_shedding=2),
         expected_count=2,
     ),
     Case(
@@ -212,7 +212,7 @@ def test_transfer_shedder_waits_for_the_hit_count_then_transfers_from_max_to_min
     ``loadBalancerSheddingConditionHitCountThreshold`` times, then the busiest broker's bundles
     go to the idlest by transfer, and the count restarts."""
     shedder = TransferShedder()
-    cfg = BalancerConfig(loadBalancerBrokerLoadTargetStd=0.1)
+    cfg = BalancerConfig(target_std=0.1)
     data, owner = _skewed()
     for _ in range(cfg.condition_hit_count_threshold):
         assert shedder.find(data, cfg, owner) == []
@@ -225,27 +225,28 @@ def test_transfer_shedder_waits_for_the_hit_count_then_transfers_from_max_to_min
 def test_transfer_shedder_skips_outdated_load_data_and_recent_bundles() -> None:
     """Load data older than ``loadBalancerBrokerLoadDataTTLInSeconds`` is not used; a bundle
     unloaded within the grace period is not moved again."""
-    cfg = BalancerConfig(loadBalancerBrokerLoadTargetStd=0.1, loadBalancerSheddingConditionHitCountThreshold=0)
+    cfg = BalancerConfig(target_std=0.1, condition_hit_count_threshold=0)
     data, owner = _skewed()
     data.now_ms = (cfg.load_data_ttl_s + 1) * 1000
     assert TransferShedder().find(data, cfg, owner) == []
     data, owner = _skewed()
     data.recently_unloaded = {0: 0}
     moves = TransferShedder().find(data, cfg, owner)
-    assert moves and all(m.bundle != 0 for m in moves)
+    assert moves
+    assert all(m.bundle != 0 for m in moves)
 
 
 def test_transfer_shedder_cools_down_after_a_transfer() -> None:
     """A broker that took part in a transfer must report again after
     ``loadBalanceSheddingDelayInSeconds`` before the next cycle (CoolDown)."""
-    cfg = BalancerConfig(loadBalancerBrokerLoadTargetStd=0.1, loadBalancerSheddingConditionHitCountThreshold=0)
+    cfg = BalancerConfig(target_std=0.1, condition_hit_count_threshold=0)
     data, owner = _skewed()
     data.recently_unloaded_brokers = {1: -1000}
     assert TransferShedder().find(data, cfg, owner) == []
 
 
 def test_transfer_shedder_balanced_cluster_sheds_nothing() -> None:
-    cfg = BalancerConfig(loadBalancerSheddingConditionHitCountThreshold=0)
+    cfg = BalancerConfig(condition_hit_count_threshold=0)
     tops = ((0, 5.0), (1, 5.0))
     data = _ext_data({0: (0.5, 10.0, tops), 1: (0.5, 10.0, ((2, 5.0), (3, 5.0)))})
     assert TransferShedder().find(data, cfg, np.array([0, 0, 1, 1])) == []
@@ -264,7 +265,12 @@ def _placement_data(usages: dict[int, float], rates: dict[int, float]) -> LoadDa
 PLACEMENT_CASES = [
     # (strategy, usages %, long-term rates, allowed winners)
     ("LeastLongTermMessageRate", {0: 30, 1: 80, 2: 50}, {0: 900, 1: 100, 2: 500}, {1}),
-    ("LeastLongTermMessageRate, overloaded broker scores infinity", {0: 30, 1: 90, 2: 50}, {0: 900, 1: 100, 2: 500}, {2}),
+    (
+        "LeastLongTermMessageRate, overloaded broker scores infinity",
+        {0: 30, 1: 90, 2: 50},
+        {0: 900, 1: 100, 2: 500},
+        {2},
+    ),
     ("LeastResourceUsageWithWeight", {0: 30, 1: 80, 2: 50}, {0: 900, 1: 100, 2: 500}, {0}),
     ("LeastResourceUsageWithWeight, none under avg - 10 %", {0: 50, 1: 52, 2: 54}, {0: 1, 1: 1, 2: 1}, {0, 1, 2}),
     ("Extensible", {0: 30, 1: 80, 2: 50}, {0: 900, 1: 100, 2: 500}, {0}),

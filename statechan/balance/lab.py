@@ -108,7 +108,7 @@ class Result:
 
     @property
     def hours(self) -> float:
-        return self.load.shape[0] / 60.0
+        return float(self.load.shape[0]) / 60.0
 
     def std(self) -> Floats:
         return np.asarray(self.load.std(axis=1), dtype=np.float64)

@@ -72,8 +72,10 @@ class Workload(BaseModel):
     hot_hours: float = Field(2.0, gt=0)
     churn_per_hour: float = Field(2.0, ge=0, description="bundles going quiet, and as many new ones starting")
     cpu_entries: float = Field(
-        9_000.0, gt=0, description="entries/s (in+out) that fill one broker's CPU: CPU is paid per entry, "
-        "while Pulsar's message rates count messages, batched or not"
+        9_000.0,
+        gt=0,
+        description="entries/s (in+out) that fill one broker's CPU: CPU is paid per entry, "
+        "while Pulsar's message rates count messages, batched or not",
     )
     cpu_bytes: float = Field(150e6, gt=0, description="bytes/s (in+out) that fill one broker's CPU")
     nic_bytes: float = Field(125e6, gt=0, description="a broker's NIC, bytes/s each way (1 Gbit/s)")
@@ -89,7 +91,7 @@ class Workload(BaseModel):
 
     @property
     def minutes(self) -> int:
-        return int(round(self.hours * 60))
+        return round(self.hours * 60)
 
 
 @dataclass(frozen=True)
@@ -172,7 +174,9 @@ class Traffic:
         n = workload.bundles
         size = workload.median_message_bytes * rng.lognormal(0.0, workload.size_sigma, n)
         relative = size / workload.median_message_bytes
-        base = workload.median_rate * rng.lognormal(0.0, workload.rate_sigma, n) * relative**-workload.size_rate_elasticity
+        base = (
+            workload.median_rate * rng.lognormal(0.0, workload.rate_sigma, n) * relative**-workload.size_rate_elasticity
+        )
         fanout = rng.integers(1, workload.max_fanout + 1, n).astype(np.float64)
         batch = np.maximum(1.0, workload.median_batch * rng.lognormal(0.0, workload.batch_sigma, n))
         messages = base * (1 + fanout)
@@ -240,7 +244,7 @@ def served(traffic: BundleTraffic, owner: Ints, brokers: int) -> Served:
     where = owner[live]
 
     def total(values: Floats) -> Floats:
-        return np.bincount(where, weights=values[live], minlength=brokers)
+        return np.bincount(where, weights=values[live], minlength=brokers).astype(np.float64)
 
     return Served(
         total(traffic.rate_in),
@@ -275,19 +279,19 @@ def usages(workload: Workload, capacity: Capacity, load: Served, minute: int) ->
 
 def max_usage_with_weight(usage: Floats, weights: tuple[float, ...]) -> Floats:
     """``LocalBrokerData.getMaxResourceUsageWithWeight`` (five weights): the largest weighted usage, as a fraction."""
-    return np.max(usage * np.asarray(weights), axis=-1) / 100.0
+    return np.asarray(np.max(usage * np.asarray(weights), axis=-1) / 100.0, dtype=np.float64)
 
 
 def max_usage_without_heap(usage: Floats, weights: tuple[float, ...]) -> Floats:
     """The four-weight overload Pulsar's placement calls: heap left out, since it swings with GC."""
     w = np.asarray(weights)
     keep = [CPU, DIRECT, BW_IN, BW_OUT]
-    return np.max(usage[..., keep] * w[keep], axis=-1) / 100.0
+    return np.asarray(np.max(usage[..., keep] * w[keep], axis=-1) / 100.0, dtype=np.float64)
 
 
 def max_usage(usage: Floats) -> Floats:
     """``LocalBrokerData.getMaxResourceUsage``: CPU, direct memory and bandwidth, unweighted (heap left out)."""
-    return np.max(usage[..., [CPU, DIRECT, BW_IN, BW_OUT]], axis=-1) / 100.0
+    return np.asarray(np.max(usage[..., [CPU, DIRECT, BW_IN, BW_OUT]], axis=-1) / 100.0, dtype=np.float64)
 
 
 def percent_change(old: Floats, new: Floats) -> Floats:
@@ -380,9 +384,7 @@ class Reporter:
         self.throughput_ema = np.zeros(self.brokers)
         self.samples = np.zeros(n, dtype=np.int64)
 
-    def observe(
-        self, now_ms: int, usage: Floats, load: Served, traffic: BundleTraffic, owner: Ints
-    ) -> list[int]:
+    def observe(self, now_ms: int, usage: Floats, load: Served, traffic: BundleTraffic, owner: Ints) -> list[int]:
         """Take one host-usage check; return the brokers that published a report."""
         cfg = self.config
         data = self.data
@@ -400,8 +402,9 @@ class Reporter:
             if last is not None and now_ms - last.updated_at_ms < max_age:
                 old = np.array([float(max_usage(np.asarray(last.usage))), last.msg_rate, last.throughput])
                 new = np.array([float(max_usage(usage[b])), rate[b], throughput[b]])
-                bundles_changed = percent_change(np.array([len(last.bundles)], dtype=np.float64),
-                                                 np.array([load.bundles[b]], dtype=np.float64))
+                bundles_changed = percent_change(
+                    np.array([len(last.bundles)], dtype=np.float64), np.array([load.bundles[b]], dtype=np.float64)
+                )
                 if max(percent_change(old, new).max(), bundles_changed[0]) <= cfg.report_threshold_pct:
                     continue
             published.append(b)

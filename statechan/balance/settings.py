@@ -85,9 +85,9 @@ class BalancerConfig(BaseModel):
 
 
 SEED_001 = BalancerConfig(
-    loadBalancerMemoryResourceWeight=0.1,
-    loadBalancerDirectMemoryResourceWeight=0.1,
-    loadBalancerBundleUnloadMinThroughputThreshold=0.1,
+    memory_weight=0.1,  # loadBalancerMemoryResourceWeight
+    direct_memory_weight=0.1,  # loadBalancerDirectMemoryResourceWeight
+    bundle_unload_min_throughput_mb=0.1,  # loadBalancerBundleUnloadMinThroughputThreshold
 )
 """The ``broker.conf`` seed 001 reports (heap and direct memory weighted 0.1, a 0.1 MB floor);
 the rest at Pulsar's defaults, which the reporter's file repeats."""

@@ -35,9 +35,7 @@ class Shedder(Protocol):
     def find(self, data: LoadData, config: BalancerConfig, owner: Ints) -> list[Move]: ...
 
 
-def _heaviest_first(
-    data: LoadData, broker: int, key: np.ndarray, minimum: float, recent: dict[int, int]
-) -> list[Move]:
+def _heaviest_first(data: LoadData, broker: int, key: np.ndarray, minimum: float, recent: dict[int, int]) -> list[Move]:
     """The broker's reported bundles by ``key`` descending (recently unloaded ones skipped),
     taken until at least ``minimum`` is marked, and always at least one."""
     report = data.reports[broker]
@@ -152,8 +150,7 @@ class UniformLoadShedder:
             and (max_rate - min_rate) * 100 / min_rate > config.msg_rate_difference_pct
         )
         thr_exceeded = (
-            config.throughput_multiplier_difference > 0
-            and max_thr / min_thr > config.throughput_multiplier_difference
+            config.throughput_multiplier_difference > 0 and max_thr / min_thr > config.throughput_multiplier_difference
         )
         if rate_exceeded:
             source, key = rate_max, data.short_rate
@@ -238,9 +235,7 @@ class TransferShedder:
         moves: list[Move] = []
         while stats.transferable():
             if not (
-                stats.std > target
-                or self._underloaded(data, config, stats)
-                or self._overloaded(data, config, stats)
+                stats.std > target or self._underloaded(data, config, stats) or self._overloaded(data, config, stats)
             ):
                 break
             high_broker = stats.order[stats.max_index]

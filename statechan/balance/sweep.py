@@ -1,0 +1,175 @@
+"""A grid of runs (strategies x settings x workloads x seeds), one Spark task each, or in one
+process; a Parquet of every run's measures, and a summary ranking the combinations.
+
+Each task is a :class:`Cell` sent as JSON and run by the same :func:`statechan.balance.lab.run`
+as a single run, so a cell of the sweep and ``statechan balance`` with its options agree.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from statechan.balance.lab import LabConfig, Verdict, run
+from statechan.balance.load import Workload
+from statechan.balance.settings import SEED_001, BalancerConfig, PlacementKind, ShedderKind
+
+Row = dict[str, float | int | str | None]
+
+STRATEGIES: dict[str, tuple[ShedderKind, PlacementKind]] = {
+    "threshold+lltmr": (ShedderKind.threshold, PlacementKind.least_long_term_message_rate),
+    "threshold+lruww": (ShedderKind.threshold, PlacementKind.least_resource_usage_with_weight),
+    "transfer+extensible": (ShedderKind.transfer, PlacementKind.extensible),
+    "overload+lltmr": (ShedderKind.overload, PlacementKind.least_long_term_message_rate),
+    "uniform+lltmr": (ShedderKind.uniform, PlacementKind.least_long_term_message_rate),
+}
+"""The combinations by short name: Pulsar's modular defaults, seed 001's proposal, PIP-192's
+extensible manager, and the older shedders with the modular default placement."""
+
+SETTINGS: dict[str, BalancerConfig] = {"seed-001": SEED_001, "pulsar-defaults": BalancerConfig()}
+WORKLOADS: dict[str, Workload] = {
+    "seed-001": Workload(),
+    "steady": Workload(bursts_per_hour=0, hot_per_hour=0, churn_per_hour=0),
+    "bursty": Workload(bursts_per_hour=60, burst_factor=(2.0, 5.0), hot_per_hour=6),
+}
+
+
+class Cell(BaseModel):
+    """One run of the grid, with the names its row is grouped by."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    strategy: str
+    setting: str
+    workload_name: str
+    lab: LabConfig
+
+
+def grid(
+    strategies: Sequence[str],
+    settings: Sequence[str],
+    workloads: Sequence[str],
+    seeds: Iterable[int],
+    hours: float | None = None,
+) -> list[Cell]:
+    """Every combination, by the names in :data:`STRATEGIES`, :data:`SETTINGS`, :data:`WORKLOADS`."""
+    cells = []
+    for name, setting, load, seed in itertools.product(strategies, settings, workloads, list(seeds)):
+        shedder, placement = STRATEGIES[name]
+        update: dict[str, object] = {"seed": seed} if hours is None else {"seed": seed, "hours": hours}
+        workload = WORKLOADS[load].model_copy(update=update)
+        lab = LabConfig(workload=workload, shedder=shedder, placement=placement, balancer=SETTINGS[setting])
+        cells.append(Cell(strategy=name, setting=setting, workload_name=load, lab=lab))
+    return cells
+
+
+def run_cell(cell_json: str) -> Row:
+    """One cell, from its JSON (what a Spark task receives), to its row."""
+    cell = Cell.model_validate_json(cell_json)
+    row: Row = {"strategy_name": cell.strategy, "setting": cell.setting, "workload": cell.workload_name}
+    row.update(run(cell.lab).measures())
+    return row
+
+
+def sweep_local(cells: Sequence[Cell], progress: Callable[[int, int], None] | None = None) -> list[Row]:
+    """The grid in this process, one cell after another (the baseline the Spark sweep is measured against)."""
+    rows = []
+    for i, cell in enumerate(cells, 1):
+        rows.append(run_cell(cell.model_dump_json()))
+        if progress is not None:
+            progress(i, len(cells))
+    return rows
+
+
+def sweep_spark(
+    cells: Sequence[Cell],
+    master: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    spark: Any = None,
+) -> list[Row]:
+    """The grid as Spark tasks (one partition per cell); ``progress(done, total)`` as tasks finish."""
+    import threading
+
+    from statechan.audit import code_zip, spark_session
+
+    spark = spark or spark_session(master, app="statechan-balance")
+    context = spark.sparkContext
+    if not context.master.startswith("local"):
+        context.addPyFile(str(code_zip()))
+    payload = [cell.model_dump_json() for cell in cells]
+    rdd = context.parallelize(payload, max(1, len(payload))).map(run_cell)
+    result: list[list[Row]] = []
+    failure: list[BaseException] = []
+
+    def collect() -> None:
+        try:
+            result.append(rdd.collect())
+        except BaseException as exc:  # handed to the caller's thread
+            failure.append(exc)
+
+    worker = threading.Thread(target=collect, daemon=True)
+    worker.start()
+    tracker = context.statusTracker()
+    seen = -1
+    while worker.is_alive():
+        worker.join(2.0)
+        if progress is None:
+            continue
+        done = 0
+        for stage_id in tracker.getActiveStageIds():
+            info = tracker.getStageInfo(stage_id)
+            if info is not None:
+                done += info.numCompletedTasks
+        if done != seen and worker.is_alive():
+            seen = done
+            progress(done, len(payload))
+    if failure:
+        raise failure[0]
+    if progress is not None:
+        progress(len(payload), len(payload))
+    return result[0]
+
+
+def write_parquet(rows: Sequence[Row], path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(list(rows)), str(path))
+
+
+def summary(rows: Sequence[Row]) -> list[Row]:
+    """One row per (strategy, setting, workload): means over seeds, the share of runs that settled,
+    ranked by that share, then by fewer moves."""
+    groups: dict[tuple[str, str, str], list[Row]] = {}
+    for row in rows:
+        key = (str(row["strategy"]), str(row["setting"]), str(row["workload"]))
+        groups.setdefault(key, []).append(row)
+    out: list[Row] = []
+    for (strategy, setting, workload), runs in groups.items():
+
+        def mean(name: str, runs: list[Row] = runs) -> float:
+            return round(statistics.fmean(float(r[name] or 0) for r in runs), 2)
+
+        out.append(
+            {
+                "strategy": strategy,
+                "setting": setting,
+                "workload": workload,
+                "runs": len(runs),
+                "settled": round(sum(1 for r in runs if r["verdict"] == Verdict.settles.value) / len(runs), 2),
+                "moves": mean("unloads") + mean("transfers"),
+                "late_moves_per_hour": mean("late_moves_per_hour"),
+                "moved_again": mean("moved_again"),
+                "final_std": mean("final_std"),
+                "late_max_load": mean("late_max_load"),
+            }
+        )
+    out.sort(key=lambda r: (-float(r["settled"] or 0), float(r["moves"] or 0)))
+    for rank, row in enumerate(out, 1):
+        row["rank"] = rank
+    return out
