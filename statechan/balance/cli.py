@@ -101,7 +101,12 @@ def balance(
         result.channel = carrier.finish()
         breaches = carrier.breaches
     measures = result.measures()
-    console.print(_table(f"{config.label()} ({time.monotonic() - started:.1f} s)", [measures]))
+    console.print(
+        _table(
+            f"{config.label()} ({time.monotonic() - started:.1f} s)",
+            [{"measure": k, "value": v} for k, v in measures.items()],
+        )
+    )
     for line in breaches:
         console.print(f"[red]breach[/red] {line}")
     if png is not None:
