@@ -146,14 +146,15 @@ def test_settle_minute_is_when_std_stays_under_target() -> None:
 
 def test_seed_001_thresholdshedder_oscillates_with_lltmr_and_settles_with_lruww() -> None:
     """The issue's claim on the default workload (136 brokers, 10 hours): placing by message rate
-    keeps the shedder busy; placing by the shedder's own metric settles with several times fewer
-    unloads."""
+    keeps the shedder busy; placing by the shedder's own metric settles with a fraction of the
+    unloads (docs/balance.md gives the figures: 2-3 times fewer over seeds 1-4)."""
     lltmr = run(LabConfig()).measures()
     lruww = run(LabConfig(placement=PlacementKind.least_resource_usage_with_weight)).measures()
     assert lltmr["verdict"] == Verdict.oscillates.value
     assert lruww["verdict"] == Verdict.settles.value
     assert int(lltmr["unloads"] or 0) >= 100
-    assert int(lltmr["unloads"] or 0) >= 3 * int(lruww["unloads"] or 0)
+    assert int(lltmr["unloads"] or 0) >= 2 * int(lruww["unloads"] or 0)
+    assert float(lltmr["final_std"] or 0) > float(lruww["final_std"] or 0)  # and it balances worse
 
 
 def test_cli_run_writes_table_and_pictures(tmp_path: Path) -> None:

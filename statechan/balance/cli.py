@@ -67,6 +67,9 @@ def balance(
     through_channel: Annotated[
         bool, typer.Option("--through-channel", help="Carry every move through the channel model, checked.")
     ] = False,
+    target_std: Annotated[
+        float, typer.Option(min=0.0, help="The broker-load standard deviation the settle time is measured against.")
+    ] = 0.1,
     check_every: Annotated[int, typer.Option(min=1, help="Minutes between invariant checks (channel mode).")] = 10,
     png: Annotated[Path | None, typer.Option(help="Write the picture as PNG here.")] = None,
     html: Annotated[Path | None, typer.Option(help="Write the interactive HTML page here.")] = None,
@@ -83,7 +86,9 @@ def balance(
     if hours is not None:
         update["hours"] = hours
     load: Workload = WORKLOADS[workload].model_copy(update=update)
-    config = LabConfig(workload=load, shedder=shedder, placement=placement, balancer=SETTINGS[setting])
+    config = LabConfig(
+        workload=load, shedder=shedder, placement=placement, balancer=SETTINGS[setting], target_std=target_std
+    )
     started = time.monotonic()
     note = _progress("simulated hours")
 

@@ -31,7 +31,7 @@ from statechan.balance.load import (
     served,
     usages,
 )
-from statechan.balance.placement import Placement, make_placement
+from statechan.balance.placement import Placement, make_placement, modular_select
 from statechan.balance.settings import SEED_001, BalancerConfig, PlacementKind, ShedderKind
 from statechan.balance.shedders import Move, make_shedder
 
@@ -209,7 +209,7 @@ def run(
                 if now - at > grace_ms:
                     del data.recently_unloaded[bundle]
             for move in shedder.find(data, cfg, owner):
-                event = _carry_out(move, minute, owner, data, placement, cfg, everyone, rng)
+                event = _carry_out(move, minute, owner, traffic.namespace, data, placement, config, everyone, rng)
                 if event is not None:
                     events.append(event)
                     carrier.move(event)
@@ -223,9 +223,10 @@ def _carry_out(
     move: Move,
     minute: int,
     owner: Ints,
+    namespace: Ints,
     data: LoadData,
     placement: Placement,
-    cfg: BalancerConfig,
+    config: LabConfig,
     everyone: list[int],
     rng: np.random.Generator,
 ) -> MoveEvent | None:
@@ -233,8 +234,14 @@ def _carry_out(
     if int(owner[move.bundle]) != move.source:
         return None
     now = minute * MINUTE_MS
+    cfg = config.balancer
     if move.destination is None:
-        chosen = placement.select(everyone, move.bundle, data, cfg, rng)
+        if config.placement is PlacementKind.extensible:
+            chosen = placement.select(everyone, move.bundle, data, cfg, rng)
+        else:
+            mates = owner[namespace == namespace[move.bundle]]
+            counts = np.bincount(mates[mates >= 0], minlength=len(everyone))
+            chosen = modular_select(placement, everyone, [int(c) for c in counts], move.bundle, data, cfg, rng)
         if chosen is None:
             return None
         destination, transfer = chosen, False

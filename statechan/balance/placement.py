@@ -13,7 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
-from statechan.balance.load import LoadData, max_usage_with_weight, max_usage_without_heap
+from statechan.balance.load import LoadData, max_usage, max_usage_with_weight, max_usage_without_heap
 from statechan.balance.settings import BalancerConfig, PlacementKind
 
 
@@ -121,3 +121,28 @@ def make_placement(kind: PlacementKind) -> Placement:
         PlacementKind.extensible: ExtensibleLeastResourceUsageWithWeight,
     }
     return strategies[kind]()
+
+
+def modular_select(
+    strategy: Placement,
+    everyone: Sequence[int],
+    same_namespace: Sequence[int],
+    bundle: int,
+    data: LoadData,
+    config: BalancerConfig,
+    rng: np.random.Generator,
+) -> int | None:
+    """``ModularLoadManagerImpl.selectBrokerForAssignment`` around a modular strategy: only the
+    brokers serving the fewest bundles of the bundle's namespace are candidates
+    (``LoadManagerShared.removeMostServicingBrokersForNamespace``; ``same_namespace[b]`` is that
+    count), and a choice whose maximum usage is over the overload threshold is made again among
+    every broker."""
+    least = min(same_namespace[b] for b in everyone)
+    candidates = [b for b in everyone if same_namespace[b] == least]
+    chosen = strategy.select(candidates, bundle, data, config, rng)
+    if chosen is None:
+        return None
+    report = data.reports.get(chosen)
+    if report is not None and float(max_usage(np.asarray(report.usage))) > config.overloaded_threshold_pct / 100.0:
+        chosen = strategy.select(everyone, bundle, data, config, rng)
+    return chosen

@@ -21,7 +21,7 @@ def png(result: Result, path: Path) -> None:
 
     load = result.load * 100
     hours = np.arange(load.shape[0]) / 60.0
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 6.5), sharex=True, height_ratios=(4, 1))
+    fig, (top, middle, bottom) = plt.subplots(3, 1, figsize=(11, 7.5), sharex=True, height_ratios=(4, 1.3, 1))
     top.plot(hours, load, color="tab:blue", alpha=0.08, linewidth=0.6)
     top.plot(hours, load.mean(axis=1), color="black", linewidth=1.4, label="mean")
     top.plot(hours, load.max(axis=1), color="tab:red", linewidth=1.0, label="max")
@@ -29,6 +29,9 @@ def png(result: Result, path: Path) -> None:
     top.set_ylim(0, 100)
     top.legend(loc="upper left")
     top.set_title(f"{result.config.label()}: {len(result.events)} moves, verdict {result.verdict().value}")
+    middle.plot(hours, result.std() * 100, color="tab:purple", linewidth=0.8)
+    middle.axhline(result.config.target_std * 100, color="grey", linestyle="--", linewidth=0.8)
+    middle.set_ylabel("std (%)")
     per_hour = np.bincount([e.minute // 60 for e in result.events], minlength=int(np.ceil(result.hours)))
     bottom.bar(np.arange(len(per_hour)) + 0.5, per_hour, width=0.9, color="tab:orange")
     bottom.set_ylabel("moves / h")

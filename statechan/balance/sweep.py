@@ -31,7 +31,14 @@ STRATEGIES: dict[str, tuple[ShedderKind, PlacementKind]] = {
 """The combinations by short name: Pulsar's modular defaults, seed 001's proposal, PIP-192's
 extensible manager, and the older shedders with the modular default placement."""
 
-SETTINGS: dict[str, BalancerConfig] = {"seed-001": SEED_001, "pulsar-defaults": BalancerConfig()}
+SETTINGS: dict[str, BalancerConfig] = {
+    "seed-001": SEED_001,
+    "pulsar-defaults": BalancerConfig(),
+    "target-std-0.1": SEED_001.model_copy(update={"target_std": 0.1}),
+    "target-std-0.05": SEED_001.model_copy(update={"target_std": 0.05}),
+}
+"""Settings by name: seed 001's ``broker.conf``, Pulsar's defaults, and seed 001's with the
+TransferShedder's ``loadBalancerBrokerLoadTargetStd`` tightened (its default, 0.25, is loose)."""
 WORKLOADS: dict[str, Workload] = {
     "seed-001": Workload(),
     "steady": Workload(bursts_per_hour=0, hot_per_hour=0, churn_per_hour=0),
