@@ -19,9 +19,8 @@ from statechan.balance.load import (
     Reporter,
     Served,
     Traffic,
-    Workload,
 )
-from statechan.balance.settings import SEED_001, BalancerConfig, PlacementKind, ShedderKind
+from statechan.balance.settings import SEED_001, BalancerConfig, PlacementKind, ShedderKind, Workload
 from statechan.balance.sweep import grid, summary, sweep_local
 
 SMALL = Workload(brokers=12, namespaces=4, bundles_per_namespace=30, hours=2.0)

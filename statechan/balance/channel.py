@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from statechan.balance.lab import MoveEvent
-from statechan.balance.load import MINUTE_MS, Workload
+from statechan.balance.load import MINUTE_MS
+from statechan.balance.settings import Workload
 from statechan.cluster import Cluster, Deliver, Lookup, Notify, RunTask, SimConfig, StoreKind, Transfer, Unload
 from statechan.cluster.placement import BrokerLoad
 from statechan.states import ServiceUnitState

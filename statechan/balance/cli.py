@@ -14,16 +14,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from statechan.balance.lab import LabConfig, Result, run
-from statechan.balance.load import Workload
-from statechan.balance.settings import PlacementKind, ShedderKind
-from statechan.balance.sweep import SETTINGS, STRATEGIES, WORKLOADS, grid, summary, sweep_local, sweep_spark
+from statechan.balance.settings import SETTINGS, STRATEGIES, WORKLOADS, PlacementKind, ShedderKind, Workload
 
 app = typer.Typer(
     help="The load-balance lab: Pulsar's shedders and placements on a simulated cluster.",
     no_args_is_help=False,
 )
-console = Console()
+console = Console(width=None if sys.stdout.isatty() else 132)  # as statechan.cli: piped output gets a fixed width
 err = Console(stderr=True)
 
 
@@ -77,6 +74,8 @@ def balance(
     """One run: the measures as a table, and the pictures when asked."""
     if ctx.invoked_subcommand is not None:
         return
+    from statechan.balance.lab import LabConfig, run
+
     if setting not in SETTINGS or workload not in WORKLOADS:
         err.print(f"unknown setting or workload: {setting!r}, {workload!r}")
         raise typer.Exit(2)
@@ -100,7 +99,7 @@ def balance(
         from statechan.balance.channel import ThroughChannel
 
         carrier = ThroughChannel(load, check_every_minutes=check_every)
-    result: Result = run(config, carrier, progress=hourly)
+    result = run(config, carrier, progress=hourly)
     breaches: list[str] = []
     if carrier is not None:
         result.channel = carrier.finish()
@@ -142,6 +141,8 @@ def sweep(
     master: Annotated[str | None, typer.Option(help="Spark master (default local[*]).")] = None,
 ) -> None:
     """Run the grid, write the Parquet, print the ranking."""
+    from statechan.balance.sweep import grid, summary, sweep_local, sweep_spark, write_parquet
+
     names = strategy or list(STRATEGIES)
     settings = setting or ["seed-001"]
     loads = workload or ["seed-001"]
@@ -160,10 +161,12 @@ def sweep(
     started = time.monotonic()
     note = _progress("runs")
     rows = sweep_spark(cells, master, note) if engine is Engine.spark else sweep_local(cells, note)
-    from statechan.balance.sweep import write_parquet
-
     write_parquet(rows, out)
     elapsed = time.monotonic() - started
     console.print(_table(f"{len(cells)} runs on {engine.value} in {elapsed:.1f} s; ranking", summary(rows)))
     console.print(f"wrote {out}")
     sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    app()

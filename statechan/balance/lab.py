@@ -26,13 +26,12 @@ from statechan.balance.load import (
     LoadData,
     Reporter,
     Traffic,
-    Workload,
     max_usage_with_weight,
     served,
     usages,
 )
 from statechan.balance.placement import Placement, make_placement, modular_select
-from statechan.balance.settings import SEED_001, BalancerConfig, PlacementKind, ShedderKind
+from statechan.balance.settings import SEED_001, BalancerConfig, PlacementKind, ShedderKind, Workload
 from statechan.balance.shedders import Move, make_shedder
 
 

@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field
 
-from statechan.balance.settings import BalancerConfig
+from statechan.balance.settings import BalancerConfig, Workload
 
 Floats = NDArray[np.float64]
 Ints = NDArray[np.int64]
@@ -33,65 +32,6 @@ NUM_LONG_SAMPLES = 1000
 DEFAULT_MESSAGE_RATE = 50.0
 DEFAULT_MESSAGE_THROUGHPUT = 50_000.0
 """What the leader assumes of a bundle it has no data for (``ModularLoadManagerImpl``)."""
-
-
-class Workload(BaseModel):
-    """A cluster and its traffic. The default is seed 001's cluster: 136 brokers, 10 hours."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    brokers: int = Field(136, ge=2)
-    namespaces: int = Field(30, ge=1)
-    bundles_per_namespace: int = Field(100, ge=1)
-    hours: float = Field(10.0, gt=0)
-    seed: int = 1
-    start_hour: float = Field(8.0, description="local time of day when the run starts")
-    daily_amplitude: float = Field(0.35, ge=0, lt=1, description="the daily curve's swing around its mean")
-    timezones: tuple[float, ...] = Field((0.0, -3.0, -6.0, 5.5), description="tenants' offsets in hours")
-    median_rate: float = Field(60.0, gt=0, description="a bundle's median message rate in (msg/s)")
-    rate_sigma: float = Field(1.2, ge=0, description="log-normal spread of bundles' rates (the skew)")
-    median_message_bytes: float = Field(1024.0, gt=0)
-    size_sigma: float = Field(1.2, ge=0, description="log-normal spread of message sizes across bundles")
-    size_rate_elasticity: float = Field(
-        0.5, ge=0, description="bundles with bigger messages send fewer of them: rate scales by size^-this"
-    )
-    max_bundle_share: float = Field(
-        0.06,
-        gt=0,
-        description="no bundle's base traffic takes more than this share of a broker's CPU: bigger ones "
-        "are as Pulsar's bundle split (loadBalancerNamespaceBundleMax*) would have left them",
-    )
-    median_batch: float = Field(4.0, ge=1, description="messages per entry (producer batching), median")
-    batch_sigma: float = Field(1.0, ge=0, description="log-normal spread of batching across bundles")
-    max_fanout: int = Field(4, ge=1, description="subscriptions per topic: out rate is in rate times 1..this")
-    bursts_per_hour: float = Field(20.0, ge=0)
-    burst_minutes: float = Field(10.0, gt=0)
-    burst_factor: tuple[float, float] = (1.5, 3.0)
-    hot_per_hour: float = Field(2.0, ge=0, description="bundles turning hot (and cooling down later)")
-    hot_factor: float = Field(4.0, ge=1)
-    hot_hours: float = Field(2.0, gt=0)
-    churn_per_hour: float = Field(2.0, ge=0, description="bundles going quiet, and as many new ones starting")
-    cpu_entries: float = Field(
-        9_000.0,
-        gt=0,
-        description="entries/s (in+out) that fill one broker's CPU: CPU is paid per entry, "
-        "while Pulsar's message rates count messages, batched or not",
-    )
-    cpu_bytes: float = Field(150e6, gt=0, description="bytes/s (in+out) that fill one broker's CPU")
-    nic_bytes: float = Field(125e6, gt=0, description="a broker's NIC, bytes/s each way (1 Gbit/s)")
-    direct_bytes: float = Field(600e6, gt=0, description="bytes/s (in+out) that fill the direct memory")
-    capacity_spread: float = Field(0.0, ge=0, lt=1, description="brokers' capacities vary by up to this share")
-    cpu_noise: float = Field(2.0, ge=0, description="standard deviation of CPU noise, percentage points")
-    heap_range: tuple[float, float] = Field((20.0, 90.0), description="the heap's sawtooth, percent")
-    heap_period_minutes: tuple[float, float] = (2.0, 9.0)
-
-    @property
-    def bundles(self) -> int:
-        return self.namespaces * self.bundles_per_namespace
-
-    @property
-    def minutes(self) -> int:
-        return round(self.hours * 60)
 
 
 @dataclass(frozen=True)

@@ -16,34 +16,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from statechan.balance.lab import LabConfig, Verdict, run
-from statechan.balance.load import Workload
-from statechan.balance.settings import SEED_001, BalancerConfig, PlacementKind, ShedderKind
+from statechan.balance.settings import SETTINGS, STRATEGIES, WORKLOADS
 
 Row = dict[str, float | int | str | None]
-
-STRATEGIES: dict[str, tuple[ShedderKind, PlacementKind]] = {
-    "threshold+lltmr": (ShedderKind.threshold, PlacementKind.least_long_term_message_rate),
-    "threshold+lruww": (ShedderKind.threshold, PlacementKind.least_resource_usage_with_weight),
-    "transfer+extensible": (ShedderKind.transfer, PlacementKind.extensible),
-    "overload+lltmr": (ShedderKind.overload, PlacementKind.least_long_term_message_rate),
-    "uniform+lltmr": (ShedderKind.uniform, PlacementKind.least_long_term_message_rate),
-}
-"""The combinations by short name: Pulsar's modular defaults, seed 001's proposal, PIP-192's
-extensible manager, and the older shedders with the modular default placement."""
-
-SETTINGS: dict[str, BalancerConfig] = {
-    "seed-001": SEED_001,
-    "pulsar-defaults": BalancerConfig(),
-    "target-std-0.1": SEED_001.model_copy(update={"target_std": 0.1}),
-    "target-std-0.05": SEED_001.model_copy(update={"target_std": 0.05}),
-}
-"""Settings by name: seed 001's ``broker.conf``, Pulsar's defaults, and seed 001's with the
-TransferShedder's ``loadBalancerBrokerLoadTargetStd`` tightened (its default, 0.25, is loose)."""
-WORKLOADS: dict[str, Workload] = {
-    "seed-001": Workload(),
-    "steady": Workload(bursts_per_hour=0, hot_per_hour=0, churn_per_hour=0),
-    "bursty": Workload(bursts_per_hour=60, burst_factor=(2.0, 5.0), hot_per_hour=6),
-}
 
 
 class Cell(BaseModel):
