@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit typecheck lint bench deep docs clean java zookeeper
+.PHONY: demo test unit typecheck lint bench deep fuzz docs clean java zookeeper
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "statechan needs Python >= 3.11")'
@@ -42,6 +42,10 @@ bench: $(STAMP)
 
 deep: $(STAMP)
 	HYPOTHESIS_PROFILE=deep $(PY) -m pytest -q
+
+FUZZ_SECONDS ?= 60
+fuzz: $(STAMP)
+	$(PY) -m tests.fuzz --seconds $(FUZZ_SECONDS)
 
 docs: $(STAMP)
 	$(PY) -m statechan graph --write-docs docs

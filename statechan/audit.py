@@ -56,7 +56,11 @@ from statechan.resolver import Reason
 from statechan.states import ServiceUnitState, StorageType
 from statechan.traces import (
     PARQUET_COLUMNS,
+    LeaderRecord,
+    RegistryRecord,
     arrow_schema,
+    atomic_output,
+    check_output,
     check_readable,
     decode_line,
     error_reason,
@@ -65,6 +69,7 @@ from statechan.traces import (
     is_parquet,
     open_text,
     row_text,
+    write_text_atomically,
 )
 from statechan.values import ServiceUnitStateData
 
@@ -74,6 +79,10 @@ ones Spark's default profile prints on every local start, before a session can l
 REPORT_FORMAT = 1
 EXAMPLES = 5
 """Examples kept per invariant, by default."""
+EXAMPLES_MAX = 10_000
+"""Examples kept per invariant at most: each is kept in memory and written to the report."""
+TIMEOUT_MAX_S = 365 * 24 * 3600
+"""The longest threshold, a year: times are whole milliseconds, and a longer one is no limit at all."""
 
 
 # -- settings and report ------------------------------------------------------------------------------
@@ -83,10 +92,12 @@ class AuditSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     storage: StorageType = StorageType.SystemTopic
     model: str = DEFAULT_MODEL
-    in_flight_timeout_s: float = Field(IN_FLIGHT_TIMEOUT_MS / 1000, gt=0)
-    cleanup_timeout_s: float = Field(CLEANUP_TIMEOUT_MS / 1000, gt=0)
-    tombstone_timeout_s: float = Field(TOMBSTONE_TIMEOUT_MS / 1000, gt=0)
-    examples: int = Field(EXAMPLES, ge=0, description="examples kept per invariant (the smallest offsets)")
+    in_flight_timeout_s: float = Field(IN_FLIGHT_TIMEOUT_MS / 1000, gt=0, le=TIMEOUT_MAX_S, allow_inf_nan=False)
+    cleanup_timeout_s: float = Field(CLEANUP_TIMEOUT_MS / 1000, gt=0, le=TIMEOUT_MAX_S, allow_inf_nan=False)
+    tombstone_timeout_s: float = Field(TOMBSTONE_TIMEOUT_MS / 1000, gt=0, le=TIMEOUT_MAX_S, allow_inf_nan=False)
+    examples: int = Field(
+        EXAMPLES, ge=0, le=EXAMPLES_MAX, description="examples kept per invariant (the smallest offsets)"
+    )
     invariants: tuple[str, ...] | None = Field(
         None, description="record and history invariants to check (default: the catalogue's defaults)"
     )
@@ -339,6 +350,8 @@ class Fold:
                     target = route[key] = self.replay.namespace_of(key)
                 elif offset is None or when is None:
                     raise ValueError("a channel record needs key, offset and time")
+                if offset < 0 or when < 0:  # Parquet's int64 holds them; the format does not
+                    raise ValueError(_whole_row_error(row))
                 if has_value:
                     if state is None or version is None:
                         raise ValueError("a value needs state and versionId")
@@ -385,6 +398,16 @@ HISTORY_COLUMNS = (
 
 def _by_offset(record: dict[str, Any]) -> int:
     return int(record["offset"])
+
+
+def _whole_row_error(row: tuple[Any, ...]) -> str:
+    """Why a channel row (:data:`CHANNEL_COLUMNS`) the replay's quick checks refused is not a
+    record, as every other reader says it (the whole record validated)."""
+    try:
+        from_flat_row(_BLANK_ROW | dict(zip(CHANNEL_COLUMNS[:9], row[:9], strict=True)) | {"kind": "channel"})
+    except (ValueError, KeyError) as exc:
+        return error_reason(exc)
+    return "channel: not a record"
 
 
 def _row_text(row: tuple[Any, ...]) -> str:
@@ -435,6 +458,8 @@ def _channel_tuple(row: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _note_other(other: Other, row: dict[str, Any], source: int, line: int | None) -> None:
+    """Count a row that is not a channel record: validated whole, as every reader validates it
+    (:func:`statechan.traces.from_flat_row`), or kept as malformed with the reason."""
     kind = row.get("kind")
     if kind == "malformed":
         other.malformed.append((row["source"], row["line"], row["error"], row["text"]))
@@ -442,20 +467,17 @@ def _note_other(other: Other, row: dict[str, Any], source: int, line: int | None
     if kind not in ("registry", "leader", "view"):
         other.malformed.append((source, line, f"kind: unknown record kind {kind!r}", row_text(row)))
         return
-    other.saw_time(row.get("time"))
-    if kind == "registry":
-        if row.get("broker") and row.get("event") in ("registered", "unregistered") and row.get("offset") is not None:
-            other.registry.append((row["offset"], row["time"] or 0, row["broker"], row["event"] == "registered"))
-        else:
-            other.malformed.append((source, line, "registry: needs offset, broker and event", row_text(row)))
-    elif kind == "leader":
+    try:
+        record = from_flat_row(_BLANK_ROW | row)
+    except (ValueError, KeyError) as exc:  # pydantic.ValidationError is a ValueError
+        other.malformed.append((source, line, error_reason(exc), row_text(row)))
+        return
+    other.saw_time(row["time"])
+    if isinstance(record, RegistryRecord):
+        other.registry.append((record.offset, record.time, record.broker, record.event == "registered"))
+    elif isinstance(record, LeaderRecord):
         other.leader += 1
     else:
-        try:
-            from_flat_row(_BLANK_ROW | row)
-        except (ValueError, KeyError) as exc:
-            other.malformed.append((source, line, f"view: {error_reason(exc)}", row_text(row)))
-            return
         other.view += 1
 
 
@@ -528,7 +550,10 @@ def _scan_parquet(path: str, source: int, other: Other, scan: _Scan) -> None:
             channel_batch = batch.filter(channel)
             mixed = mixed or channel_batch.num_rows < batch.num_rows
             if channel_batch.num_rows:
-                span = pc.min_max(channel_batch.column("time")).as_py()
+                times = channel_batch.column("time")
+                span = pc.min_max(times).as_py()
+                if span["min"] is not None and span["min"] < 0:  # a malformed time is not the trace's
+                    span = pc.min_max(pc.filter(times, pc.greater_equal(times, 0))).as_py()
                 other.saw_time(span["min"])
                 other.saw_time(span["max"])
                 offsets = channel_batch.column("offset").drop_null()
@@ -637,6 +662,7 @@ def spark_session(
     applied last, over the auditor's own (``spark.driver.memory`` included, when this process
     starts the JVM).
     """
+    check_spark_settings(master, conf)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -669,7 +695,8 @@ def code_zip(folder: Path | None = None) -> Path:
     """``statechan`` and ``properties`` (with the built-in models inside, as a wheel has them) as
     one zip for Spark's executors: given to ``addPyFile``, the Python workers import the driver's
     own code, so a cluster's nodes need only the dependencies. Named by its content (Spark refuses
-    a second file of the same name with other content; the same content is one file)."""
+    a second file of the same name with other content; the same content is one file), kept in
+    :func:`private_cache` (or ``folder``), and reused only when its bytes hash to this code's."""
     import hashlib
     import io
     import zipfile
@@ -693,13 +720,49 @@ def code_zip(folder: Path | None = None) -> Path:
             info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))  # the same bytes for the same code
             archive.writestr(info, members[name], zipfile.ZIP_DEFLATED)
     data = buffer.getvalue()
-    folder = folder or Path(tempfile.gettempdir())
-    target = folder / f"statechan-code-{hashlib.sha256(data).hexdigest()[:16]}.zip"
-    if not target.exists():
-        partial = target.with_suffix(f".{os.getpid()}.part")
-        partial.write_bytes(data)
-        partial.replace(target)
+    digest = hashlib.sha256(data).hexdigest()
+    target = (folder or private_cache()) / f"statechan-code-{digest[:16]}.zip"
+    if not _holds(target, digest):  # absent, or not this code: (re)written, never trusted by its name
+        with atomic_output(target) as partial:
+            partial.write_bytes(data)
     return target
+
+
+def _holds(path: Path, digest: str) -> bool:
+    """Whether ``path`` is a regular file whose content has this SHA-256."""
+    import hashlib
+
+    if not path.is_file():  # absent, or a FIFO that would block
+        return False
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest() == digest
+    except OSError:
+        return False
+
+
+def private_cache() -> Path:
+    """A folder only this user can write: ``$XDG_CACHE_HOME/statechan`` (``~/.cache/statechan``),
+    mode 0700 and owned by this user, else a fresh private temporary one. What the executors run
+    is read from here, so another local user must not be able to plant it (a predictable name in
+    the shared temporary folder let them)."""
+    try:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        cache = base / "statechan"
+        cache.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if _private(cache):
+            return cache
+    except (OSError, RuntimeError):  # no home, or one that cannot be written
+        pass
+    return Path(tempfile.mkdtemp(prefix="statechan-code-"))  # 0700, a name no one can guess
+
+
+def _private(folder: Path) -> bool:
+    """A real folder (not a link) owned by this user and writable by no one else."""
+    import stat
+
+    info = folder.lstat()
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022
 
 
 def default_partitions(spark: Any, records: int) -> int:
@@ -790,6 +853,8 @@ def audit_spark(
         channel = frame.where(F.col("kind") == "channel")
         span = channel.agg(F.count(F.lit(1)).alias("n"), F.max("time").alias("hi"), F.min("time").alias("lo")).first()
         records, channel_rows = span["n"] + others, span["n"]
+    if span["lo"] is not None and span["lo"] < 0:  # a malformed time is not the trace's: the span without it
+        span = frame.where(F.col("time") >= 0).agg(F.max("time").alias("hi"), F.min("time").alias("lo")).first()
     other.saw_time(span["hi"])
     other.saw_time(span["lo"])
     end_time = other.max_time or 0
@@ -964,20 +1029,46 @@ def build_report(
     )
 
 
-def spark_error(exc: BaseException) -> str:
-    """The line of a Spark failure a person needs: its error class and message, not the stack."""
+def spark_error(exc: BaseException, master: str | None = None, conf: Mapping[str, str] | None = None) -> str:
+    """The line of a Spark failure a person needs: its error class and message, not the stack.
+    A JVM that did not start says only that; the line then names the master and settings given,
+    which are what it started with (its own words, if any, are just above)."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    for line in lines:
-        match = re.search(r"\[[A-Z][A-Z0-9_.]+\].*", line)
-        if match:
-            return match.group(0)
-    return lines[0] if lines else type(exc).__name__
+    found = next((m.group(0) for line in lines if (m := re.search(r"\[[A-Z][A-Z0-9_.]+\].*", line))), None)
+    found = found or (lines[0] if lines else type(exc).__name__)
+    if "JAVA_GATEWAY_EXITED" in found:
+        given = [f"--master {master}"] if master else []
+        given += [f"--conf {k}={v}" for k, v in (conf or {}).items()]
+        found = "Spark's JVM did not start" + (f" with {', '.join(given)}" if given else "") + f" ({found})"
+    return found
+
+
+SPARK_MASTER = re.compile(
+    r"local(\[(\*|[1-9]\d*)(,\s*[1-9]\d*)?\])?|local-cluster\[\d+,\s*\d+,\s*\d+\]|spark://\S+|yarn|k8s://\S+"
+)
+"""The masters Spark 4 takes (``SparkSubmit``: yarn, or spark, k8s or local)."""
+SPARK_SIZE = re.compile(r"\d+([kmgtp]b?|b)?", re.IGNORECASE)
+"""A Spark size (``JavaUtils.byteStringAs``): ``4g``, ``512m``, ``1024``."""
+
+
+def check_spark_settings(master: str | None, conf: Mapping[str, str] | None = None) -> None:
+    """Refuse, in one line naming it, a master Spark does not know or a size setting that is not a
+    size, before the JVM starts: there it is a stack trace and a gateway error naming neither."""
+    if master is not None and not SPARK_MASTER.fullmatch(master):
+        raise ValueError(
+            f"--master {master!r}: not a Spark master (local, local[N], local[*], spark://HOST:PORT, yarn, k8s://URL)"
+        )
+    for key, value in (conf or {}).items():
+        if key.endswith((".memory", "memoryOverhead", ".maxResultSize", ".offHeap.size")) and not SPARK_SIZE.fullmatch(
+            value
+        ):
+            raise ValueError(f"--conf {key}={value}: {key} is a size, like 512m or 4g")
 
 
 def write_quarantine(path: Path, inputs: Sequence[str], malformed: Iterable[tuple[int, int | None, str, str]]) -> int:
     """One JSON line per malformed input line or row: its file, line (1-based), error and text."""
     count = 0
-    with open(path, "w", encoding="utf-8") as out:
+    with atomic_output(path) as partial, open(partial, "w", encoding="utf-8") as out:
         for source, line, error, text in sorted(malformed, key=lambda m: (m[0], m[1] or 0)):
             out.write(json.dumps({"file": inputs[source], "line": line, "error": error, "text": text}) + "\n")
             count += 1
@@ -1009,6 +1100,8 @@ def audit(
         raise ValueError("no trace files given")
     for name in names:
         check_readable(name)
+    if report_path is not None:  # before any work: a report must not land on a trace
+        check_report(report_path, names)
     if ship_code and engine != "spark":
         raise ValueError(f"shipping the code is for the spark engine, not {engine!r}")
     started = time.perf_counter()
@@ -1025,5 +1118,12 @@ def audit(
         write_quarantine(quarantine, names, partial.malformed)
     report = build_report(names, engine, settings, partial, other, records, quarantine, time.perf_counter() - started)
     if report_path is not None:
-        Path(report_path).write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        write_text_atomically(report_path, report.model_dump_json(indent=2) + "\n")
     return report
+
+
+def check_report(report: str | Path, inputs: Sequence[str | Path]) -> None:
+    """The report and its quarantine file can be written and overwrite no input (``ValueError``
+    naming which, before any work)."""
+    check_output(report, inputs, "--report")
+    check_output(quarantine_path(Path(report)), inputs, "--report's quarantine file")

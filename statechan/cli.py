@@ -9,7 +9,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import pydantic
 import typer
@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from properties.replay import CLEANUP_TIMEOUT_MS, IN_FLIGHT_TIMEOUT_MS, TOMBSTONE_TIMEOUT_MS
+from statechan.audit import EXAMPLES_MAX, TIMEOUT_MAX_S
 from statechan.checker import Bounds, counted
 from statechan.clock import Clock
 from statechan.cluster.config import VARIANTS
@@ -65,6 +66,32 @@ class GraphFormat(enum.Enum):
 
 ModelOption = Annotated[str, typer.Option("--model", "-m", help="A built-in model name or a model file (.toml).")]
 StorageOption = Annotated[Storage, typer.Option("--storage", "-s", help="Which store's table.")]
+
+
+def _shown(number: float) -> str:
+    return f"{int(number):,}" if float(number).is_integer() else f"{number:g}"
+
+
+def _finite(value: float | None) -> float | None:
+    """NaN passes every range comparison, so a number option refuses it by name."""
+    if value is not None and value != value:
+        raise typer.BadParameter("not a number")
+    return value
+
+
+def _number(help: str, lo: float, hi: float, why: str, *names: str) -> Any:
+    """A numeric option with its range, checked by the parser before any work, and the reason
+    for the range in its help (an unbounded one ran out of memory, overflowed or never ended)."""
+    return typer.Option(*names, min=lo, max=hi, callback=_finite, help=f"{help} [{_shown(lo)} to {_shown(hi)}: {why}]")
+
+
+LONG_MAX = 2**63 - 1
+RATE_MAX = 360_000.0
+"""Events per simulated hour: 100 a simulated second; more is no workload and the run would not end."""
+RATE_WHY = "100 a simulated second; more would never end"
+EVENTS_MAX = 100
+PLANTS_MAX = 10_000
+EVENTS_WHY = "each multiplies the runs; --max-states stops far sooner"
 
 
 def _load(model: str) -> ProtocolModel:
@@ -165,8 +192,10 @@ def graph_command(
 def _value(text: str, what: str) -> ServiceUnitStateData | None:
     if text.strip() in ("", "null", "None"):
         return None
+    from statechan.traces import value_from_json
+
     try:
-        return ServiceUnitStateData.from_json(text)
+        return value_from_json(text)
     except pydantic.ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors())
         err.print(f"[red]error:[/red] --{what} is not a valid Pulsar value: {problems}")
@@ -404,9 +433,10 @@ def _demo_story(trace: Path, report: AuditReport) -> None:
 def _write_trace(cluster: Cluster, path: Path) -> None:
     """Write a cluster's trace and say how to audit it: the auditor's storage and model are the
     cluster's (the trace does not record them)."""
-    from statechan.traces import write_records
+    from statechan.traces import atomic_output, write_records
 
-    count = write_records(cluster.trace, path)
+    with atomic_output(path) as partial:
+        count = write_records(cluster.trace, partial)
     flags = "" if cluster.storage is StorageType.SystemTopic else " --storage metadata-store"
     if cluster.model.name != DEFAULT_MODEL:
         flags += f" --model {cluster.model.name}"
@@ -454,35 +484,56 @@ def _zookeeper_store(address: str) -> Callable[[Clock], Store]:
     return lambda clock: ZooKeeperStore(hosts, clock, root=("/" + root) if slash else None)
 
 
-def _writable(path: Path | None, option: str) -> None:
-    """Exit 2 before any work when an output's folder does not exist (a long run must not end in
-    a traceback with its result lost); ``option`` names it in the message."""
-    if path is not None and not path.parent.is_dir():
-        err.print(f"[red]error:[/red] {option} {path}: no such directory {path.parent}", soft_wrap=True)
-        raise typer.Exit(2)
+def _writable(path: Path | None, option: str, inputs: Sequence[Path] = ()) -> None:
+    """Exit 2 before any work when an output cannot be written where asked (a long run must not
+    end in a traceback with its result lost) or would overwrite one of ``inputs``
+    (:func:`statechan.traces.check_output`); ``option`` names it in the message."""
+    from statechan.traces import check_output
+
+    if path is None:
+        return
+    try:
+        check_output(path, inputs, option)
+    except ValueError as exc:
+        _usage_error(str(exc))
+
+
+def _usage_error(message: str) -> NoReturn:
+    """Exit 2 with ``message`` on one line (printed as it is: paths may hold brackets)."""
+    err.print("[red]error:[/red] ", end="")
+    err.print(message, markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
 
 
 @app.command("simulate")
 def simulate_command(
-    brokers: Annotated[int, typer.Option(min=1, max=64, help="Brokers in the cluster.")] = 5,
-    namespaces: Annotated[int, typer.Option(min=1, help="Namespaces.")] = 10,
-    bundles: Annotated[int, typer.Option(min=1, help="Bundles per namespace at the start.")] = 100,
-    hours: Annotated[float, typer.Option(min=0.0, help="Simulated hours of workload (then settling).")] = 24.0,
-    seed: Annotated[int, typer.Option(help="Seed: the same seed replays the same run.")] = 0,
+    brokers: Annotated[int, _number("Brokers in the cluster.", 1, 64, "a run's broker set")] = 5,
+    namespaces: Annotated[int, _number("Namespaces.", 1, 1_000, "every bundle is checked at every step")] = 10,
+    bundles: Annotated[
+        int, _number("Bundles per namespace at the start.", 1, 10_000, "every bundle is checked at every step")
+    ] = 100,
+    hours: Annotated[
+        float, _number("Simulated hours of workload (then settling).", 0, 8_760, "a simulated year")
+    ] = 24.0,
+    seed: Annotated[
+        int, _number("Seed: the same seed replays the same run.", 0, LONG_MAX, "a Java long, as saved runs keep it")
+    ] = 0,
     store: Annotated[StoreChoice, typer.Option(help="Table view the brokers use; both = with the syncer.")] = (
         StoreChoice.system_topic
     ),
     variant: Annotated[str, typer.Option(help=VARIANT_HELP)] = "current",
-    crashes: Annotated[float, typer.Option(min=0.0, help="Broker crashes per hour.")] = 0.25,
-    session_losses: Annotated[float, typer.Option(min=0.0, help="Metadata session losses per hour.")] = 0.25,
-    shutdowns: Annotated[float, typer.Option(min=0.0, help="Graceful shutdowns per hour.")] = 0.1,
-    leader_changes: Annotated[float, typer.Option(min=0.0, help="Leader resignations per hour.")] = 0.1,
-    transfers: Annotated[float, typer.Option(min=0.0, help="Admin transfers per hour.")] = 120.0,
-    unloads: Annotated[float, typer.Option(min=0.0, help="Admin unloads per hour.")] = 20.0,
-    splits: Annotated[float, typer.Option(min=0.0, help="Bundle splits per hour.")] = 2.0,
-    lookups: Annotated[float, typer.Option(min=0.0, help="Client lookups per hour.")] = 3600.0,
+    crashes: Annotated[float, _number("Broker crashes per hour.", 0, RATE_MAX, RATE_WHY)] = 0.25,
+    session_losses: Annotated[float, _number("Metadata session losses per hour.", 0, RATE_MAX, RATE_WHY)] = 0.25,
+    shutdowns: Annotated[float, _number("Graceful shutdowns per hour.", 0, RATE_MAX, RATE_WHY)] = 0.1,
+    leader_changes: Annotated[float, _number("Leader resignations per hour.", 0, RATE_MAX, RATE_WHY)] = 0.1,
+    transfers: Annotated[float, _number("Admin transfers per hour.", 0, RATE_MAX, RATE_WHY)] = 120.0,
+    unloads: Annotated[float, _number("Admin unloads per hour.", 0, RATE_MAX, RATE_WHY)] = 20.0,
+    splits: Annotated[float, _number("Bundle splits per hour.", 0, RATE_MAX, RATE_WHY)] = 2.0,
+    lookups: Annotated[float, _number("Client lookups per hour.", 0, RATE_MAX, RATE_WHY)] = 3600.0,
     check: Annotated[bool, typer.Option("--check/--no-check", help="Check the invariant catalogue.")] = True,
-    check_every: Annotated[int, typer.Option(min=1, help="Check every N steps (1 = every step).")] = 1,
+    check_every: Annotated[
+        int, _number("Check every N steps (1 = every step).", 1, 1_000_000_000, "a billion steps: never")
+    ] = 1,
     trace: Annotated[Path | None, typer.Option(help="Write the trace (JSON Lines) here.")] = None,
     save_run: Annotated[Path | None, typer.Option(help="Save the run (config + actions) for replay.")] = None,
     zookeeper: Annotated[
@@ -495,14 +546,21 @@ def simulate_command(
 ) -> None:
     """Run a seeded cluster simulation and print what happened."""
     from statechan.cluster.config import VARIANTS, SimConfig, StoreKind
+    from statechan.cluster.runfile import MAX_BUNDLES
     from statechan.cluster.runfile import save_run as write_run
     from statechan.cluster.runner import Simulation, Workload
+    from statechan.traces import atomic_output
 
     if variant not in VARIANTS:
         err.print(f"[red]error:[/red] --variant: unknown {variant!r}; choose from {', '.join(VARIANTS)}")
         raise typer.Exit(2)
     _writable(trace, "--trace")
-    _writable(save_run, "--save-run")
+    _writable(save_run, "--save-run", [trace] if trace else [])
+    if namespaces * bundles > MAX_BUNDLES:
+        _usage_error(
+            f"--namespaces {namespaces} × --bundles {bundles}: at most {MAX_BUNDLES:,} bundles "
+            "(every bundle is checked at every step)"
+        )
     config = SimConfig(
         brokers=brokers,
         namespaces=namespaces,
@@ -556,7 +614,8 @@ def simulate_command(
         _write_trace(simulation.cluster, trace)
     simulation.cluster.store.close()
     if save_run is not None:
-        write_run(save_run, config, simulation.cluster.history, note=f"statechan simulate --seed {seed}")
+        with atomic_output(save_run) as partial:
+            write_run(partial, config, simulation.cluster.history, note=f"statechan simulate --seed {seed}")
         console.print(f"run saved to {save_run} ({len(simulation.cluster.history):,} actions)")
     if summary.violations:
         raise typer.Exit(1)
@@ -570,29 +629,47 @@ _BOUND_FLAGS = {"timely_delivery_ms": "--timely-ms", "tombstone_delay_s": "--tom
 
 @app.command("check")
 def check_command(
-    brokers: Annotated[int, typer.Option(help="Brokers (1 to 6).")] = _BOUNDS.brokers,
-    bundles: Annotated[int, typer.Option(help="Bundles (one namespace; 1 to 8).")] = _BOUNDS.bundles,
-    lookups: Annotated[int, typer.Option(help="Client lookups in a run.")] = _BOUNDS.lookups,
-    admin: Annotated[int, typer.Option(help="Admin operations in a run.")] = _BOUNDS.admin,
+    brokers: Annotated[int, _number("Brokers.", 1, 6, "the state space grows with each")] = _BOUNDS.brokers,
+    bundles: Annotated[
+        int, _number("Bundles (one namespace).", 1, 8, "the state space grows with each")
+    ] = _BOUNDS.bundles,
+    lookups: Annotated[int, _number("Client lookups in a run.", 0, EVENTS_MAX, EVENTS_WHY)] = _BOUNDS.lookups,
+    admin: Annotated[int, _number("Admin operations in a run.", 0, EVENTS_MAX, EVENTS_WHY)] = _BOUNDS.admin,
     admin_kinds: Annotated[
         str, typer.Option(help="Which admin operations: comma-separated transfer, split, unload.")
     ] = ",".join(_BOUNDS.admin_kinds),
-    crashes: Annotated[int, typer.Option(help="Broker crashes in a run.")] = _BOUNDS.crashes,
-    restarts: Annotated[int, typer.Option(help="Restarts of crashed brokers in a run.")] = _BOUNDS.restarts,
-    shutdowns: Annotated[int, typer.Option(help="Graceful shutdowns in a run.")] = _BOUNDS.shutdowns,
-    session_losses: Annotated[int, typer.Option(help="Metadata session losses in a run.")] = _BOUNDS.session_losses,
-    leader_changes: Annotated[int, typer.Option(help="Leader resignations in a run.")] = _BOUNDS.leader_changes,
-    compactions: Annotated[int, typer.Option(help="Topic compactions in a run.")] = _BOUNDS.compactions,
-    ticks: Annotated[int, typer.Option(help="Timer firings in a run.")] = _BOUNDS.ticks,
-    depth: Annotated[int | None, typer.Option(help="Longest run explored.")] = _BOUNDS.depth,
+    crashes: Annotated[int, _number("Broker crashes in a run.", 0, EVENTS_MAX, EVENTS_WHY)] = _BOUNDS.crashes,
+    restarts: Annotated[
+        int, _number("Restarts of crashed or shut-down brokers in a run.", 0, EVENTS_MAX, EVENTS_WHY)
+    ] = _BOUNDS.restarts,
+    shutdowns: Annotated[int, _number("Graceful shutdowns in a run.", 0, EVENTS_MAX, EVENTS_WHY)] = _BOUNDS.shutdowns,
+    session_losses: Annotated[
+        int, _number("Metadata session losses in a run.", 0, EVENTS_MAX, EVENTS_WHY)
+    ] = _BOUNDS.session_losses,
+    leader_changes: Annotated[
+        int, _number("Leader resignations in a run.", 0, EVENTS_MAX, EVENTS_WHY)
+    ] = _BOUNDS.leader_changes,
+    compactions: Annotated[
+        int, _number("Topic compactions in a run.", 0, EVENTS_MAX, EVENTS_WHY)
+    ] = _BOUNDS.compactions,
+    ticks: Annotated[int, _number("Timer firings in a run.", 0, EVENTS_MAX, EVENTS_WHY)] = _BOUNDS.ticks,
+    depth: Annotated[
+        int | None, _number("Longest run explored.", 1, 10_000, "far past any bound's runs")
+    ] = _BOUNDS.depth,
     timely_ms: Annotated[
         int | None,
-        typer.Option(
-            help="Timing assumption: no timer fires more than this long after work waits for a running broker."
+        _number(
+            "Timing assumption (ms): no timer fires more than this long after work waits for a running broker.",
+            0,
+            3_600_000,
+            "an hour",
         ),
     ] = _BOUNDS.timely_delivery_ms,
     tombstone_delay: Annotated[
-        int, typer.Option(help="Seconds before Free/Deleted are tombstoned (30 or more; Pulsar: 3600).")
+        int,
+        _number(
+            "Seconds before Free/Deleted are tombstoned (Pulsar: 3600).", 30, 604_800, "a week; 30 lets ticks reach it"
+        ),
     ] = _BOUNDS.tombstone_delay_s,
     untimely: Annotated[
         bool, typer.Option("--untimely", help="Drop the timing assumption: timers race any backlog.")
@@ -605,10 +682,12 @@ def check_command(
         typer.Option(help=VARIANT_HELP),
     ] = "current",
     symmetry: Annotated[bool, typer.Option("--symmetry/--no-symmetry", help="Broker symmetry reduction.")] = True,
-    max_states: Annotated[int, typer.Option(min=1, help="Stop after this many distinct states.")] = 1_000_000,
-    max_seconds: Annotated[float | None, typer.Option(min=0.1, help="Stop after this long.")] = None,
+    max_states: Annotated[
+        int, _number("Stop after this many distinct states.", 1, 1_000_000_000, "each state is kept in memory")
+    ] = 1_000_000,
+    max_seconds: Annotated[float | None, _number("Stop after this many seconds.", 0.1, 604_800, "a week")] = None,
     max_memory: Annotated[
-        int, typer.Option(min=64, help="Stop when the process holds more than this many MiB.")
+        int, _number("Stop when the process holds more than this many MiB.", 64, 1_048_576, "a TiB")
     ] = 4_096,
     measure_symmetry: Annotated[
         bool, typer.Option(help="Also count states without symmetry, for the reduction factor (slower).")
@@ -633,17 +712,25 @@ def check_command(
     from statechan.cluster.config import StoreKind
     from statechan.cluster.runfile import save_run as write_run
     from statechan.cluster.timeline import build_timeline, format_timeline
+    from statechan.traces import atomic_output, write_text_atomically
 
     if variant not in VARIANTS:
         err.print(f"[red]error:[/red] --variant: unknown {variant!r}; choose from {', '.join(VARIANTS)}")
         raise typer.Exit(2)
     _writable(save_run, "--save-run")
-    _writable(graph, "--graph")
+    _writable(graph, "--graph", [save_run] if save_run else [])
     cluster_ids = simulation_ids()
     unknown_ids = sorted(set(skip or ()) - set(cluster_ids))
     if unknown_ids:
         err.print(
             f"[red]error:[/red] --skip: unknown {', '.join(unknown_ids)}; cluster invariants: {', '.join(cluster_ids)}"
+        )
+        raise typer.Exit(2)
+    if restarts > crashes + shutdowns:
+        err.print(
+            f"[red]error:[/red] --restarts {restarts}: only a crashed or shut-down broker restarts, and a run has "
+            f"{crashes} crash(es) and {shutdowns} shutdown(s) (--crashes, --shutdowns)",
+            highlight=False,
         )
         raise typer.Exit(2)
     invariants = [i for i in cluster_ids if i not in set(skip or ())]
@@ -711,7 +798,7 @@ def check_command(
     config = result.config()
     _print_coverage(result.coverage, config.variant.model, config.storage)
     if graph is not None and graph_format is not None:
-        graph.write_text(graph_text(result, graph_format), encoding="utf-8")
+        write_text_atomically(graph, graph_text(result, graph_format))
         console.print(f"explored graph ({result.states:,} states) written to {graph}", highlight=False)
         if result.states > 500:
             console.print("[yellow]note:[/yellow] more than 500 states; a picture of it will not be readable")
@@ -734,7 +821,8 @@ def check_command(
     console.print(f"[red]{'broken' if result.violation else 'liveness'}:[/red] ", end="")
     console.print(problem, markup=False, highlight=False)
     if save_run is not None:
-        write_run(save_run, config, result.path, note=f"statechan check: {problem}", picks=result.picks)
+        with atomic_output(save_run) as partial:
+            write_run(partial, config, result.path, note=f"statechan check: {problem}", picks=result.picks)
         console.print(f"saved to {save_run}; statechan replay {save_run}", highlight=False)
     raise typer.Exit(1)
 
@@ -783,18 +871,19 @@ def replay_command(
     try:
         config, actions, note, picks = load_saved_run(run)
     except RunFileError as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        err.print("[red]error:[/red] ", end="")
+        err.print(str(exc), markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
-    _writable(trace, "--trace")
+    _writable(trace, "--trace", [run])
     checker, _ = _invariant_checker(1)
     steps = build_timeline(config, actions, checker, stop_at_violation=True, final_check=_history_checker, picks=picks)
     if not quiet:
         console.print(format_timeline(steps, f"{run}: {note}".rstrip(": ")), markup=False, highlight=False)
     broken = [v for step in steps for v in step.violations]
-    errors = [step.error for step in steps if step.error]
+    errors = [(i, step) for i, step in enumerate(steps, start=1) if step.error]
     if errors:
-        err.print(f"[red]error:[/red] {errors[0]}")
-        raise typer.Exit(2)
+        number, failed = errors[0]
+        _usage_error(f"{run}: step {number} ({failed.action}) cannot run: {failed.error}")
     console.print(
         f"{len(steps)} of {len(actions)} steps replayed; "
         + (f"broken: {broken[0]}" if broken else "no invariant broken"),
@@ -843,8 +932,7 @@ def _trace_files(paths: Sequence[Path]) -> list[Path]:
         elif path.is_file():
             inputs.append(path)
         else:
-            err.print(f"[red]error:[/red] {path}: no such file")
-            raise typer.Exit(2)
+            _usage_error(f"{path}: not a regular file" if path.exists() else f"{path}: no such file")
     return inputs
 
 
@@ -867,7 +955,7 @@ def traces_validate_command(
     paths: Annotated[
         list[Path], typer.Argument(help="Traces: .jsonl, .jsonl.gz or .parquet (any mix), or folders of them.")
     ],
-    show: Annotated[int, typer.Option(min=0, help="Bad lines or rows to print.")] = 20,
+    show: Annotated[int, _number("Bad lines or rows to print.", 0, 1_000_000, "all are counted anyway")] = 20,
 ) -> None:
     """Read traces, count records per kind and report every line (or Parquet row) that is not a
     trace record."""
@@ -910,7 +998,7 @@ def traces_convert_command(
             err.print(f"[red]error:[/red] {path}: expected a .jsonl, .jsonl.gz or .parquet name")
             raise typer.Exit(2)
     _readable([source])
-    _writable(destination, "destination")
+    _writable(destination, "destination", [source])
     stats = ReadStats()
     written = convert(source, destination, stats)
     console.print(f"{written:,} records written to {destination}; {len(stats.bad):,} bad line(s) left out")
@@ -930,9 +1018,10 @@ def traces_show_command(
         str | None, typer.Option("--namespace", "-n", help="Follow every key of this tenant/namespace.")
     ] = None,
     around: Annotated[
-        int | None, typer.Option(min=0, help="Show only the entries around this offset (an audit example's).")
+        int | None,
+        _number("Show only the entries around this offset (an audit example's).", 0, LONG_MAX, "an offset is a long"),
     ] = None,
-    context: Annotated[int, typer.Option(min=0, help="Entries either side of --around.")] = 10,
+    context: Annotated[int, _number("Entries either side of --around.", 0, 1_000_000, "a screenful is far less")] = 10,
     storage: Annotated[
         Storage, typer.Option("--storage", "-s", help="The resolver's storage: a topic or a store dump.")
     ] = Storage.system_topic,
@@ -1026,9 +1115,11 @@ def _plants(specs: list[str]) -> dict[str, int]:
     plants: dict[str, int] = {}
     for spec in specs:
         kind, _, count = spec.partition("=")
-        if kind not in PLANT_KINDS or not count.isdigit():
+        if kind not in PLANT_KINDS or not count.isdigit() or int(count) > PLANTS_MAX:
             raise typer.BadParameter(
-                f"{spec!r}: expected KIND=COUNT with KIND one of {', '.join(PLANT_KINDS)}", param_hint="--plant"
+                f"{spec!r}: expected KIND=COUNT with KIND one of {', '.join(PLANT_KINDS)} and COUNT 0 to "
+                f"{PLANTS_MAX:,} (each plant is a namespace of its own)",
+                param_hint="--plant",
             )
         plants[kind] = plants.get(kind, 0) + int(count)
     return plants
@@ -1037,12 +1128,15 @@ def _plants(specs: list[str]) -> dict[str, int]:
 @traces_app.command("generate")
 def traces_generate_command(
     destination: Annotated[Path, typer.Argument(help="Where to write: .jsonl, .jsonl.gz or .parquet.")],
-    records: Annotated[int, typer.Option("--records", "-n", min=1, help="About how many records.")] = 100_000,
-    seed: Annotated[int, typer.Option(help="The same seed gives the same trace.")] = 0,
+    records: Annotated[
+        int, _number("About how many records.", 1, 10_000_000_000, "about a TB of JSON", "--records", "-n")
+    ] = 100_000,
+    seed: Annotated[int, _number("The same seed gives the same trace.", 0, LONG_MAX, "a Java long")] = 0,
     namespaces: Annotated[
-        int | None, typer.Option(min=1, help="Namespaces (default: records/500, at most 1000).")
+        int | None,
+        _number("Namespaces (default: records/500, at most 1000).", 1, 100_000, "each is kept in memory"),
     ] = None,
-    brokers: Annotated[int, typer.Option(min=2, help="Brokers in the generated cluster.")] = 8,
+    brokers: Annotated[int, _number("Brokers in the generated cluster.", 2, 10_000, "each is kept in memory")] = 8,
     plant: Annotated[
         list[str] | None,
         typer.Option(help="Inject violations: KIND=COUNT (repeatable), e.g. --plant stuck-in-flight=3."),
@@ -1053,13 +1147,15 @@ def traces_generate_command(
     Assign, transfer, unload, split, crashes and clean-up across many bundles and brokers, with
     known numbers of planted violations."""
     from statechan.tracegen import write_generated
+    from statechan.traces import atomic_output
 
     if not destination.name.endswith((".jsonl", ".jsonl.gz", ".parquet")):
         err.print(f"[red]error:[/red] {destination}: expected a .jsonl, .jsonl.gz or .parquet name")
         raise typer.Exit(2)
     _writable(destination, "destination")
     plants = _plants(plant or [])
-    stats = write_generated(destination, records, seed, namespaces=namespaces, brokers=brokers, plant=plants)
+    with atomic_output(destination) as partial:
+        stats = write_generated(partial, records, seed, namespaces=namespaces, brokers=brokers, plant=plants)
     planted = ", ".join(f"{k} {v}" for k, v in stats.planted.items() if v) or "none"
     console.print(
         f"{stats.records:,} records ({stats.channel_records:,} channel, {stats.bundles:,} bundles in "
@@ -1081,9 +1177,9 @@ def capture_zk_command(
         ),
     ],
     out: Annotated[Path, typer.Option(help="Where to write the trace: .jsonl or .jsonl.gz.")],
-    timeout: Annotated[float, typer.Option(min=0.1, help="Seconds to wait for the connection.")] = 10.0,
+    timeout: Annotated[float, _number("Seconds to wait for the connection.", 0.1, 3_600, "an hour")] = 10.0,
     follow: Annotated[
-        float, typer.Option(min=0.0, help="After the snapshot, record every change for this many seconds.")
+        float, _number("After the snapshot, record every change for this many seconds.", 0, 604_800, "a week")
     ] = 0.0,
 ) -> None:
     """Snapshot a live ZooKeeper's bundle states and broker registry into a trace.
@@ -1093,7 +1189,7 @@ def capture_zk_command(
     with --follow, go on recording changes (new values, deletions as tombstones, brokers
     registering and leaving). Malformed nodes are kept in OUT.quarantine.jsonl, not fatal."""
     from statechan.capture import CaptureError, capture_zk
-    from statechan.traces import write_records
+    from statechan.traces import atomic_output, write_records
 
     if not out.name.endswith((".jsonl", ".jsonl.gz")):
         err.print(f"[red]error:[/red] --out {out}: expected a .jsonl or .jsonl.gz name", soft_wrap=True)
@@ -1107,7 +1203,8 @@ def capture_zk_command(
         err.print("[red]error:[/red] ", end="")
         err.print(str(exc), markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
-    written = write_records(captured.records, out)
+    with atomic_output(out) as partial:
+        written = write_records(captured.records, partial)
     channel = sum(1 for r in captured.records if r.kind == "channel")
     console.print(
         f"{written:,} records ({channel:,} channel, {written - channel:,} registry) written to {out}",
@@ -1122,7 +1219,7 @@ def capture_zk_command(
         )
     if captured.bad:
         quarantine = out.with_name(out.name.split(".jsonl")[0] + ".quarantine.jsonl")
-        with open(quarantine, "w", encoding="utf-8") as handle:
+        with atomic_output(quarantine) as partial, open(partial, "w", encoding="utf-8") as handle:
             for bad in captured.bad:
                 handle.write(json.dumps({"path": bad.path, "error": bad.error, "data": bad.data}) + "\n")
         console.print(f"{len(captured.bad):,} malformed node(s) kept in {quarantine}", highlight=False)
@@ -1152,14 +1249,18 @@ def audit_command(
     ] = Storage.system_topic,
     model: ModelOption = DEFAULT_MODEL,
     in_flight_timeout: Annotated[
-        float, typer.Option(min=0.001, help="Seconds (stuck-in-flight).")
+        float, _number("Seconds (stuck-in-flight).", 0.001, TIMEOUT_MAX_S, "times are whole ms; a year is no limit")
     ] = IN_FLIGHT_TIMEOUT_MS / 1000,
-    cleanup_timeout: Annotated[float, typer.Option(min=0.001, help="Seconds (orphan-cleaned).")] = CLEANUP_TIMEOUT_MS
-    / 1000,
+    cleanup_timeout: Annotated[
+        float, _number("Seconds (orphan-cleaned).", 0.001, TIMEOUT_MAX_S, "times are whole ms; a year is no limit")
+    ] = CLEANUP_TIMEOUT_MS / 1000,
     tombstone_timeout: Annotated[
-        float, typer.Option(min=0.001, help="Seconds (lingering-semi-terminal).")
+        float,
+        _number("Seconds (lingering-semi-terminal).", 0.001, TIMEOUT_MAX_S, "times are whole ms; a year is no limit"),
     ] = TOMBSTONE_TIMEOUT_MS / 1000,
-    examples: Annotated[int, typer.Option(min=0, help="Examples kept per invariant.")] = 5,
+    examples: Annotated[
+        int, _number("Examples kept per invariant.", 0, EXAMPLES_MAX, "kept in memory and in the report")
+    ] = 5,
     invariant: Annotated[
         list[str] | None, typer.Option("--invariant", "-i", help="Check only these (repeatable).")
     ] = None,
@@ -1173,7 +1274,13 @@ def audit_command(
         ),
     ] = None,
     partitions: Annotated[
-        int | None, typer.Option(min=1, help="Spark partitions (default: ~250,000 records each, 4 per core at least).")
+        int | None,
+        _number(
+            "Spark partitions (default: ~250,000 records each, 4 per core at least).",
+            1,
+            100_000,
+            "a task each; more is only overhead",
+        ),
     ] = None,
     conf: Annotated[
         list[str] | None,
@@ -1197,7 +1304,7 @@ def audit_command(
     Each record is replayed through the resolver and the record invariants (and, with view
     records or --history, each bundle's history through the history invariants). Exit status:
     0 none, 1 violations found, 2 bad usage, unreadable input or no valid channel record."""
-    from statechan.audit import AuditSettings, audit
+    from statechan.audit import AuditSettings, audit, check_report, check_spark_settings
 
     _load(model)
     try:
@@ -1216,12 +1323,16 @@ def audit_command(
         err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
         raise typer.Exit(2) from None
     inputs = _trace_files(paths)
-    _writable(report, "--report")
-
     spark_conf = _spark_conf(conf or [])
     if spark_conf and engine is not Engine.spark:
         err.print("[red]error:[/red] --conf is for the spark engine")
         raise typer.Exit(2)
+    try:
+        check_report(report, inputs)
+        if engine is Engine.spark:
+            check_spark_settings(master, spark_conf)
+    except ValueError as exc:
+        _usage_error(str(exc))
     try:
         spark = None
         if spark_conf:
@@ -1239,7 +1350,7 @@ def audit_command(
         from statechan.audit import spark_error
 
         err.print("[red]error:[/red] the audit failed: ", end="", highlight=False)
-        err.print(spark_error(exc), highlight=False, markup=False, soft_wrap=True)
+        err.print(spark_error(exc, master, spark_conf), highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(2) from None
     _print_audit(result)
     if not result.channel_records:  # all zeros would read as a clean audit of nothing

@@ -412,6 +412,8 @@ def parse_model(text: str, origin: str = "<string>") -> ProtocolModel:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ModelError(f"{origin}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ModelError(f"{origin}: not a model: nested deeper than the TOML parser's recursion limit") from None
     if "variant_of" in data:
         data = _apply_variant(data, origin)
     try:
@@ -421,13 +423,28 @@ def parse_model(text: str, origin: str = "<string>") -> ProtocolModel:
     return ProtocolModel(spec, origin)
 
 
-def load_model_file(path: str | Path) -> ProtocolModel:
-    """Load a model from a file path."""
+def read_text_file(path: str | Path, what: str) -> str:
+    """The UTF-8 text of a regular file, or ``ValueError`` naming it and ``what`` it was to be: a
+    FIFO or a device would block or never end, and bytes that are not UTF-8 are no text."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        if path.exists() and not path.is_file():
+            raise ValueError(f"{path}: not a {what} (not a regular file)")
+        data = path.read_bytes()
     except OSError as exc:
-        raise ModelError(f"{path}: cannot read the model file: {exc.strerror}") from None
+        raise ValueError(f"{path}: cannot read the {what}: {exc.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not a {what}: byte {exc.start} is not UTF-8") from None
+
+
+def load_model_file(path: str | Path) -> ProtocolModel:
+    """Load a model from a file path."""
+    try:
+        text = read_text_file(path, "model file")
+    except ValueError as exc:
+        raise ModelError(str(exc)) from None
     return parse_model(text, str(path))
 
 

@@ -9,9 +9,11 @@ its line number and the reason, and reading goes on.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import json
+import os
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -23,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from statechan.keys import BadKeyError, parse_key
 from statechan.states import ServiceUnitState
-from statechan.values import ServiceUnitStateData
+from statechan.values import LONG_MAX, LONG_MIN, ServiceUnitStateData
 
 TRACE_FORMAT_VERSION = 1
 
@@ -41,6 +43,26 @@ def _check_key(key: str) -> str:
 BundleKey = Annotated[
     str, pydantic.AfterValidator(_check_key), Field(description="<tenant>/<ns>/0xXXXXXXXX_0xXXXXXXXX")
 ]
+Position = Annotated[int, Field(ge=0, le=LONG_MAX)]
+"""An offset or a time (ms): a Java ``long`` that is not negative, as Pulsar's are."""
+
+_LONG_FIELDS = ("versionId", "version_id", "timestamp")
+
+
+def _java_longs(data: Any) -> Any:
+    """A value's ``long`` fields must fit a Java ``long``: Pulsar's JSON reader (Jackson) refuses a
+    bigger number, where the value model would wrap it (and change the resolver's verdicts)."""
+    if isinstance(data, Mapping):
+        for name in _LONG_FIELDS:
+            number = data.get(name)
+            if type(number) is int and not LONG_MIN <= number <= LONG_MAX:
+                raise ValueError(f"{name}: {number} is out of range of a Java long (Jackson refuses it)")
+    return data
+
+
+PulsarValue = Annotated[ServiceUnitStateData, pydantic.BeforeValidator(_java_longs)]
+"""A value as Pulsar's reader takes it: validated, with its longs in range (not wrapped)."""
+_VALUE = pydantic.TypeAdapter(PulsarValue)
 
 
 class ChannelRecord(BaseModel):
@@ -48,10 +70,10 @@ class ChannelRecord(BaseModel):
 
     model_config = _Frozen
     kind: Literal["channel"] = "channel"
-    offset: int = Field(ge=0, description="global position in the trace")
-    publish_time: int = Field(ge=0, description="ms since the epoch")
+    offset: Position = Field(description="global position in the trace")
+    publish_time: Position = Field(description="ms since the epoch")
     key: BundleKey
-    value: ServiceUnitStateData | None = Field(description="Pulsar ServiceUnitStateData JSON; null is a tombstone")
+    value: PulsarValue | None = Field(description="Pulsar ServiceUnitStateData JSON; null is a tombstone")
     message_id: str | None = Field(None, description='"ledger:entry" (or "zxid:N" for a metadata store)')
     producer: str | None = Field(None, description="the broker that published it")
 
@@ -59,8 +81,8 @@ class ChannelRecord(BaseModel):
 class RegistryRecord(BaseModel):
     model_config = _Frozen
     kind: Literal["registry"] = "registry"
-    offset: int = Field(ge=0)
-    time: int = Field(ge=0)
+    offset: Position
+    time: Position
     broker: str = Field(min_length=1)
     event: Literal["registered", "unregistered"]
 
@@ -68,8 +90,8 @@ class RegistryRecord(BaseModel):
 class LeaderRecord(BaseModel):
     model_config = _Frozen
     kind: Literal["leader"] = "leader"
-    offset: int = Field(ge=0)
-    time: int = Field(ge=0)
+    offset: Position
+    time: Position
     broker: str = Field(min_length=1)
 
 
@@ -78,12 +100,14 @@ class ViewRecord(BaseModel):
 
     model_config = _Frozen
     kind: Literal["view"] = "view"
-    offset: int = Field(ge=0)
-    time: int = Field(ge=0)
+    offset: Position
+    time: Position
     observer: str = Field(min_length=1)
-    incarnation: int | None = Field(None, ge=1, description="the observer's incarnation (a restart starts afresh)")
+    incarnation: int | None = Field(
+        None, ge=1, le=LONG_MAX, description="the observer's incarnation (a restart starts afresh)"
+    )
     key: BundleKey
-    value: ServiceUnitStateData | None
+    value: PulsarValue | None
     accepted: bool
 
 
@@ -145,15 +169,22 @@ def open_text(path: str | Path) -> io.TextIOBase:
     reads it, so both engines see the same lines: a byte-order mark at the start is skipped, and
     bytes that are not UTF-8 become U+FFFD (the line is then malformed, not the whole file)."""
     p = Path(path)
-    if p.suffix == ".gz":
-        return io.TextIOWrapper(gzip.open(p, "rb"), encoding="utf-8-sig", errors="replace")
-    return open(p, encoding="utf-8-sig", errors="replace")
+    # the caller closes the wrapper, and with it the file
+    raw: io.BufferedReader | gzip.GzipFile = gzip.open(p, "rb") if p.suffix == ".gz" else open(p, "rb")  # noqa: SIM115
+    if raw.peek(3)[:3] == BOM:  # not the utf-8-sig codec: it drops a lone first byte of a mark at the end
+        raw.read(3)
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
+
+
+BOM = b"\xef\xbb\xbf"
 
 
 def check_readable(path: str | Path) -> None:
     """Fail early, in one line naming the file, on a trace that cannot be read through: missing,
     a ``.parquet`` that is not a statechan Parquet trace, a ``.gz`` that is not whole gzip."""
     if not Path(path).is_file():
+        if Path(path).exists():  # a FIFO or a device: reading it would block or never end
+            raise ValueError(f"{path}: not a regular file")
         raise FileNotFoundError(f"no such trace file: {path}")
     if is_parquet(path):
         check_parquet(path)
@@ -172,6 +203,14 @@ def check_parquet(path: str | Path) -> None:
     missing = [n for n, _ in PARQUET_COLUMNS if n not in schema.names]
     if missing:
         raise ValueError(f"{path}: not a statechan Parquet trace (no column {', '.join(missing)})")
+    expected = arrow_schema()
+    odd = [
+        f"{name} is {schema.field(name).type}, expected {expected.field(name).type}"
+        for name, _ in PARQUET_COLUMNS
+        if not schema.field(name).type.equals(expected.field(name).type)
+    ]
+    if odd:  # Arrow and Spark would fail halfway, on a cast no row can pass
+        raise ValueError(f"{path}: not a statechan Parquet trace (column {'; '.join(odd)}; see traces/README.md)")
 
 
 def check_gzip(path: str | Path) -> None:
@@ -193,16 +232,36 @@ def check_gzip(path: str | Path) -> None:
         raise ValueError(f"{path}: corrupt gzip data after {lines:,} whole lines ({exc})") from None
 
 
+NOT_UTF8 = "the line has bytes that are not UTF-8, shown as U+FFFD"
+"""Why a line holding U+FFFD is malformed: both engines read bytes that are not UTF-8 as it, so a
+broker name or key with it would be a name that no broker has."""
+
+
 def decode_line(text: str) -> AnyRecord | str:
-    """One stripped, non-blank JSON Lines line: its record, or why it is not one."""
+    """One stripped, non-blank JSON Lines line: its record, or why it is not one. The one rule
+    every reader applies (validate, convert, show, both audit engines): any text gives one or
+    the other, never an exception."""
     try:
-        return parse_record(json.loads(text))
+        data = json.loads(text)
+        if "\\u" in text:  # an escape may spell a lone surrogate, which no UTF-8 reader or writer takes
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
+        record = parse_record(data)
     except json.JSONDecodeError as exc:
         reason = f"not JSON: {exc.msg} at column {exc.colno}"
     except pydantic.ValidationError as exc:
         reason = validation_reason(exc)
+    except RecursionError:
+        reason = "not a record: JSON nested deeper than the parser's recursion limit"
+    except UnicodeError:  # a lone surrogate escape (\ud800): not text, in any encoding
+        reason = "not a record: a string holds a lone surrogate (\\udXXX), which is not Unicode text"
+    except ValueError as exc:  # Python's limit on the digits of an integer
+        reason = f"not JSON: {str(exc).split(':', 1)[0]}"
+    else:
+        if "\ufffd" not in text:
+            return record
+        return NOT_UTF8
     if "\ufffd" in text:
-        reason += " (the line has bytes that are not UTF-8, shown as U+FFFD)"
+        reason += f" ({NOT_UTF8})"
     return reason
 
 
@@ -257,7 +316,7 @@ def record_from_message(
     A payload that is not a valid ``ServiceUnitStateData`` raises ``pydantic.ValidationError``
     (the caller counts it as malformed and keeps going).
     """
-    value = None if not payload else ServiceUnitStateData.model_validate_json(payload)
+    value = None if not payload else value_from_json(payload)
     return ChannelRecord(
         offset=offset,
         publish_time=publish_time,
@@ -266,6 +325,12 @@ def record_from_message(
         message_id=message_id,
         producer=producer or None,
     )
+
+
+def value_from_json(data: str | bytes) -> ServiceUnitStateData:
+    """A value from Pulsar's JSON as Pulsar's reader takes it: its longs in range, not wrapped
+    (raises ``pydantic.ValidationError`` naming the field)."""
+    return _VALUE.validate_json(data)
 
 
 # -- Parquet ---------------------------------------------------------------------------------------
@@ -472,8 +537,51 @@ def is_parquet(path: str | Path) -> bool:
 
 def convert(source: str | Path, destination: str | Path, stats: ReadStats | None = None) -> int:
     """Convert between JSON Lines (``.jsonl``, ``.jsonl.gz``) and Parquet (``.parquet``), by the
-    names' suffixes; bad lines or rows are counted in ``stats`` and left out. Returns records written."""
+    names' suffixes; bad lines or rows are counted in ``stats`` and left out. Returns records
+    written. The destination appears whole or not at all, and is never the source."""
+    check_output(destination, [source], "destination")
     records = read_records(source, stats)
-    if is_parquet(destination):
-        return write_parquet(records, destination)
-    return write_records(records, destination)
+    with atomic_output(destination) as partial:
+        if is_parquet(destination):
+            return write_parquet(records, partial)
+        return write_records(records, partial)
+
+
+# -- outputs --------------------------------------------------------------------------------------------
+def check_output(path: str | Path, inputs: Iterable[str | Path] = (), what: str = "output") -> None:
+    """Fail before any work, in one line naming ``what``, on an output that cannot be written
+    where asked: its folder missing, a folder in its place, or one of ``inputs`` (resolved paths:
+    an output must never overwrite what is being read)."""
+    p = Path(path)
+    if not p.parent.is_dir():
+        raise ValueError(f"{what} {p}: no such directory {p.parent}")
+    if p.is_dir():
+        raise ValueError(f"{what} {p}: is a directory; name a file")
+    target = p.resolve()
+    for source in inputs:
+        if Path(source).resolve() == target:
+            raise ValueError(f"{what} {p}: is an input ({source}); writing it would destroy it")
+
+
+_SUFFIXES = (".jsonl.gz", ".quarantine.jsonl", ".jsonl", ".parquet", ".json")
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | Path) -> Iterator[Path]:
+    """A temporary file beside ``path`` (same folder, same format suffix) renamed onto it when
+    the block ends well and removed when it does not: a reader never sees half an output, and a
+    failed or interrupted run leaves the previous file as it was."""
+    p = Path(path)
+    suffix = next((s for s in _SUFFIXES if p.name.endswith(s)), p.suffix)
+    temporary = p.with_name(f".{p.name}.{os.getpid()}.tmp{suffix}")
+    try:
+        yield temporary
+        os.replace(temporary, p)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def write_text_atomically(path: str | Path, text: str) -> None:
+    """``text`` as the whole of ``path``, through :func:`atomic_output`."""
+    with atomic_output(path) as partial:
+        partial.write_text(text, encoding="utf-8")
