@@ -6,7 +6,14 @@ children Owned, the parent Deleted, then tombstoned) and Free/Deleted keys tombs
 that crash (unregistered), whose bundles the leader overrides (``force``) onto live brokers, and
 come back; now and then a stale duplicate the resolver refuses. Namespaces are served in turn,
 so each lifecycle's records are interleaved with every other namespace's, and every step of a
-lifecycle lands within one turn (well under the auditor's thresholds).
+lifecycle lands within one round of turns (well under the auditor's thresholds).
+
+Built for 100M records on a few cores: each namespace draws from a random stream of its own and
+publishes a quota of records (then finishes what it began); its turn falls at a time fixed by
+its round and place, and the brokers' crashes come from one more stream that every process
+replays. So a namespace's records depend on nothing another namespace does, worker processes
+can each play a share of them, and the writer only interleaves their blocks by round and
+numbers the offsets: the trace is the same whatever the number of workers.
 
 ``plant`` adds known numbers of each record-invariant violation, each in a namespace of its own
 (``plant/<kind>-<n>``) owned by a broker that never crashes, so an audit must count exactly
@@ -15,16 +22,18 @@ that many. Everything comes from ``seed``: the same arguments give the same trac
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import random
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from statechan.keys import Bundle, namespace_bundles
 from statechan.states import ServiceUnitState
-from statechan.traces import value_columns
+from statechan.traces import arrow_schema, value_columns
 from statechan.values import VERSION_ID_INIT, ServiceUnitStateData
 
 _JSON_NAMES = tuple(f.alias or name for name, f in ServiceUnitStateData.model_fields.items())
@@ -149,6 +158,21 @@ class GenStats:
     def bundles(self) -> int:
         return len(self.keys)
 
+    def merge(self, other: GenStats) -> None:
+        """Add what another part of the same trace (other namespaces) holds."""
+        self.records += other.records
+        self.channel_records += other.channel_records
+        self.keys |= other.keys
+        self.crashes += other.crashes
+        self.forced += other.forced
+        self.version_gaps += other.version_gaps
+        self.stale += other.stale
+        self.end_time = max(self.end_time, other.end_time)
+
+
+Published = tuple[int, str, "GenValue | None"]
+"""A channel record as a namespace publishes it: (time, key, value); offsets come later."""
+
 
 @dataclass
 class _Pending:
@@ -164,14 +188,61 @@ class _Namespace:
     name: str
     bundles: dict[str, Bundle]
     """The namespace's current bundles, by key."""
+    rng: random.Random = field(default_factory=random.Random)
+    quota: int = 0
+    """Records to publish before winding down (finishing what is begun, tombstoning)."""
+    published: int = 0
+    closed: bool = False
     values: dict[str, GenValue] = field(default_factory=dict)
     pending: dict[str, _Pending] = field(default_factory=dict)
+    """At most one lifecycle under way (a turn starts one only when none is)."""
     semi: dict[str, int] = field(default_factory=dict)
     """Free or Deleted keys, with when they may be tombstoned or reassigned."""
+    owned: dict[str, None] = field(default_factory=dict)
+    """The keys whose value is Owned, kept as they change (not searched for every turn)."""
+    idle: dict[str, None] = field(default_factory=dict)
+    """The bundles without a value, kept likewise."""
+
+    def __post_init__(self) -> None:
+        self.idle = dict.fromkeys(self.bundles)
 
 
-class Generator:
-    """Yields :class:`GenRecord` s in offset order; ``stats`` fills in as it goes."""
+def _pick(rng: random.Random, items: Sequence[str]) -> str:
+    """``rng.choice`` for the generator's hot path: one draw, without its rejection sampling."""
+    return items[int(rng.random() * len(items))]
+
+
+class _Brokers:
+    """The cluster's brokers: which are alive in each round. Crashes come from a random stream of
+    their own, so every process that generates namespaces of one trace sees the same crashes."""
+
+    def __init__(self, names: list[str], seed: int, round_ms: int) -> None:
+        self.names = names
+        self.alive = list(names)
+        self.dead: dict[str, int] = {}
+        """Crashed brokers, with the round at whose end they come back."""
+        self.rng = random.Random(f"statechan-tracegen/{seed}/brokers")
+        self.down_rounds = -(-max(120_000, 3 * round_ms) // round_ms)
+
+    def end_round(self, r: int) -> list[tuple[str, str]]:
+        """The registry events at the end of round ``r``: brokers back, then maybe a crash."""
+        events = []
+        for broker, back in sorted(self.dead.items()):
+            if back <= r:
+                del self.dead[broker]
+                self.alive.append(broker)
+                events.append((broker, "registered"))
+        if len(self.alive) > 2 and self.rng.random() < 0.002:
+            broker = self.rng.choice([b for b in self.alive if b != self.names[0]])
+            self.alive.remove(broker)
+            self.dead[broker] = r + self.down_rounds
+            events.append((broker, "unregistered"))
+        return events
+
+
+class _Plan:
+    """What every part of one trace agrees on: the namespaces and their quotas, the brokers, the
+    plants, and where each namespace's turn falls in time (round ``r``, slot ``i``)."""
 
     def __init__(
         self,
@@ -193,45 +264,75 @@ class Generator:
             raise ValueError(f"cannot plant {', '.join(unknown)}; plantable: {', '.join(PLANT_KINDS)}")
         if any(count < 0 for count in (plant or {}).values()):
             raise ValueError("plant counts must not be negative")
-        self.target = records
-        self.rng = random.Random(seed)
-        count = namespaces if namespaces is not None else max(1, min(1000, records // 500))
-        self.namespaces = [
-            _Namespace(name, {b.key: b for b in namespace_bundles(name, bundles_per_namespace)})
-            for name in (f"tenant-{i % 50}/ns-{i}" for i in range(count))
-        ]
+        self.seed = seed
+        self.count = namespaces if namespaces is not None else max(1, min(1000, records // 500))
+        self.bundles_per_namespace = bundles_per_namespace
         self.max_bundles = max_bundles
         self.brokers = [f"broker-{i}:8080" for i in range(brokers)]
-        self.alive = list(self.brokers)
-        self.dead: dict[str, int] = {}
-        """Crashed brokers, with when they come back."""
-        self.turn_ms = turn_ms
         self.plant = {kind: (plant or {}).get(kind, 0) for kind in PLANT_KINDS}
-        self.stats = GenStats(namespaces=count)
-        self.offset = 0
-        self.time = START_TIME_MS
+        self.turn_ms = turn_ms
+        self.plant_slots = sum(self.plant.values())
+        self.slots = self.count + self.plant_slots + 1  # the namespaces, the plants, the registry
+        self.round_ms = self.slots * turn_ms
+        reserve = len(self.brokers) + 1 + _Plants.records_for(self.plant)
+        budget = max(self.count, records - reserve)
+        self.quotas = [budget // self.count + (i < budget % self.count) for i in range(self.count)]
+
+    def base(self, r: int, slot: int) -> int:
+        """The time just before slot ``slot`` of round ``r`` (round -1: the opening records)."""
+        return START_TIME_MS + ((r + 1) * self.slots + slot) * self.turn_ms
+
+    def namespace(self, i: int) -> _Namespace:
+        name = f"tenant-{i % 50}/ns-{i}"
+        bundles = {b.key: b for b in namespace_bundles(name, self.bundles_per_namespace)}
+        return _Namespace(name, bundles, random.Random(f"statechan-tracegen/{self.seed}/{i}"), self.quotas[i])
+
+    def opening(self, plants: _Plants) -> list[GenRecord]:
+        """Every broker registered, the first one leader, the plants' own brokers registered."""
+        time = START_TIME_MS
+        events = [(b, "registered") for b in self.brokers]
+        opening = [GenRecord("registry", -1, time + i + 1, broker=b, event=e) for i, (b, e) in enumerate(events)]
+        opening.append(GenRecord("leader", -1, time + len(events) + 1, broker=self.brokers[0]))
+        t = time + len(opening)
+        opening += [GenRecord("registry", -1, t + i + 1, broker=b, event=e) for i, (b, e) in enumerate(plants.extra)]
+        return opening
+
+
+class _Runner:
+    """Some of a trace's namespaces (``first`` to ``last``), turn by turn: what each publishes, in
+    slot order, as (time, key, value). A namespace's records depend only on the seed, its index
+    and the brokers' crashes, never on which runner plays it or what the others do."""
+
+    def __init__(self, plan: _Plan, first: int, last: int) -> None:
+        self.plan = plan
+        self.first = first
+        self.namespaces = [plan.namespace(i) for i in range(first, last)]
+        self.open = len(self.namespaces)
+        self.brokers = _Brokers(plan.brokers, plan.seed, plan.round_ms)
+        self.stats = GenStats()
+        self.out: list[Published] = []
+        self.time = 0
 
     # -- records -----------------------------------------------------------------------------------
-    def _emit(self, record: GenRecord) -> GenRecord:
-        self.offset += 1
-        self.stats.records += 1
-        self.stats.end_time = record.time
-        if record.kind == "channel":
-            self.stats.channel_records += 1
-            assert record.key is not None
-            self.stats.keys.add(record.key)
-        return record
-
-    def _publish(self, ns: _Namespace, key: str, value: GenValue | None) -> GenRecord:
+    def publish(self, ns: _Namespace, key: str, value: GenValue | None) -> None:
         if value is None:
             ns.values.pop(key, None)
+            ns.owned.pop(key, None)
+            if key in ns.bundles:
+                ns.idle[key] = None
         else:
             ns.values[key] = value
+            ns.idle.pop(key, None)
+            if value.state is S.Owned:
+                ns.owned[key] = None
+            else:
+                ns.owned.pop(key, None)
             self.stats.forced += value.force
+        ns.published += 1
         self.time += 1
-        return self._emit(GenRecord("channel", self.offset, self.time, key, value))
+        self.out.append((self.time, key, value))
 
-    def _value(
+    def value(
         self,
         ns: _Namespace,
         key: str,
@@ -245,46 +346,42 @@ class Generator:
         version = VERSION_ID_INIT if prev is None else prev.version_id + 1
         return GenValue(state, dst, src, version, self.time + 1, force, split)
 
-    def _registry(self, broker: str, event: str) -> GenRecord:
-        self.time += 1
-        return self._emit(GenRecord("registry", self.offset, self.time, broker=broker, event=event))
-
     # -- lifecycles --------------------------------------------------------------------------------
-    def _live_broker(self, besides: str | None = None) -> str:
-        choices = [b for b in self.alive if b != besides] or self.alive
-        return self.rng.choice(choices)
+    def _live_broker(self, ns: _Namespace, besides: str | None = None) -> str:
+        alive = self.brokers.alive
+        choices = [b for b in alive if b != besides] or alive
+        return _pick(ns.rng, choices)
 
-    def _cleanup(self, ns: _Namespace) -> Iterator[GenRecord]:
+    def _cleanup(self, ns: _Namespace) -> None:
         """The leader's override of every bundle a crashed broker holds (force, onto a live broker)."""
+        dead = self.brokers.dead
         for key, value in sorted(ns.values.items()):
-            if value.state in (S.Free, S.Deleted):
+            state = value.state
+            if state is S.Free or state is S.Deleted:
                 continue
-            involved = {value.dst_broker, value.source_broker} if value.state is not S.Owned else {value.dst_broker}
-            dead = [b for b in involved if b in self.dead]
-            if not dead:
+            if value.dst_broker not in dead and (state is S.Owned or value.source_broker not in dead):
                 continue
             ns.pending.pop(key, None)
             old = value.dst_broker or value.source_broker
-            new = self._live_broker(old)
-            yield self._publish(ns, key, self._value(ns, key, S.Owned, new, old, force=True))
+            self.publish(ns, key, self.value(ns, key, S.Owned, self._live_broker(ns, old), old, force=True))
 
-    def _step(self, ns: _Namespace, pending: _Pending) -> Iterator[GenRecord]:
+    def _step(self, ns: _Namespace, pending: _Pending) -> None:
         what, broker = pending.steps.popleft()
         key = pending.key
         value = ns.values.get(key)
         if what == "tombstone":
             ns.semi.pop(key, None)
-            yield self._publish(ns, key, None)
+            self.publish(ns, key, None)
         elif what == "assigning":
             assert value is not None
-            yield self._publish(ns, key, self._value(ns, key, S.Assigning, broker, value.source_broker))
+            self.publish(ns, key, self.value(ns, key, S.Assigning, broker, value.source_broker))
         elif what == "owned":
             assert value is not None
-            yield self._publish(ns, key, self._value(ns, key, S.Owned, value.dst_broker, value.source_broker))
+            self.publish(ns, key, self.value(ns, key, S.Owned, value.dst_broker, value.source_broker))
         elif what == "free":
             assert value is not None
-            yield self._publish(ns, key, self._value(ns, key, S.Free, None, value.source_broker))
-            ns.semi[key] = self.time + self.rng.randint(5_000, 600_000)
+            self.publish(ns, key, self.value(ns, key, S.Free, None, value.source_broker))
+            ns.semi[key] = self.time + ns.rng.randint(5_000, 600_000)
         elif what == "split-done":
             assert value is not None
             assert value.split is not None
@@ -292,241 +389,335 @@ class Generator:
             parent = ns.bundles.pop(key)
             for child in (parent.child(r) for r in value.split):
                 ns.bundles[child.key] = child
-                yield self._publish(ns, child.key, GenValue(S.Owned, owner, None, VERSION_ID_INIT, self.time + 1))
-            yield self._publish(ns, key, self._value(ns, key, S.Deleted, None, owner))
-            ns.semi[key] = self.time + self.rng.randint(5_000, 600_000)
+                self.publish(ns, child.key, GenValue(S.Owned, owner, None, VERSION_ID_INIT, self.time + 1))
+            self.publish(ns, key, self.value(ns, key, S.Deleted, None, owner))
+            ns.semi[key] = self.time + ns.rng.randint(5_000, 600_000)
         if not pending.steps:
             ns.pending.pop(key, None)
 
-    def _start(self, ns: _Namespace) -> Iterator[GenRecord]:
+    def _start(self, ns: _Namespace) -> None:
         """Maybe begin one lifecycle on one bundle of the namespace."""
-        rng = self.rng
-        due = [key for key, when in ns.semi.items() if when <= self.time and key not in ns.pending]
-        if due:
-            key = min(due)
-            value = ns.values[key]
-            if value.state is S.Free and rng.random() < 0.5:
+        rng = ns.rng
+        now = self.time
+        if ns.semi and min(ns.semi.values()) <= now:  # nothing is pending here
+            key = min(key for key, when in ns.semi.items() if when <= now)
+            if ns.values[key].state is S.Free and rng.random() < 0.5:
                 del ns.semi[key]
-                yield from self._assign(ns, key)
+                self._assign(ns, key)
             else:
                 ns.pending[key] = _Pending(key, deque([("tombstone", None)]))
-                yield from self._step(ns, ns.pending[key])
+                self._step(ns, ns.pending[key])
             return
-        idle = [key for key in ns.bundles if key not in ns.values and key not in ns.pending]
-        if idle and rng.random() < 0.5:
-            yield from self._assign(ns, rng.choice(idle))
+        if ns.idle and rng.random() < 0.5:
+            self._assign(ns, _pick(rng, list(ns.idle)))
             return
-        owned = [
-            key
-            for key, value in ns.values.items()
-            if value.state is S.Owned and key not in ns.pending and key in ns.bundles
-        ]
-        if not owned:
+        if not ns.owned:
             return
-        key = rng.choice(owned)
+        key = _pick(rng, list(ns.owned))
         value = ns.values[key]
         owner = value.dst_broker
         roll = rng.random()
         if roll < 0.30:  # transfer (PIP-307)
-            target = self._live_broker(owner)
-            yield self._publish(ns, key, self._value(ns, key, S.Releasing, target, owner))
+            target = self._live_broker(ns, owner)
+            self.publish(ns, key, self.value(ns, key, S.Releasing, target, owner))
             ns.pending[key] = _Pending(key, deque([("assigning", target), ("owned", None)]))
         elif roll < 0.45:  # unload
-            yield self._publish(ns, key, self._value(ns, key, S.Releasing, None, owner))
+            self.publish(ns, key, self.value(ns, key, S.Releasing, None, owner))
             ns.pending[key] = _Pending(key, deque([("free", None)]))
-        elif roll < 0.52 and len(ns.bundles) < self.max_bundles:  # split
+        elif roll < 0.52 and len(ns.bundles) < self.plan.max_bundles:  # split
             bundle = ns.bundles[key]
             if bundle.upper - bundle.lower >= 2:
                 children = tuple(child.range_name for child in bundle.split())
-                yield self._publish(ns, key, self._value(ns, key, S.Splitting, None, owner, split=children))
+                self.publish(ns, key, self.value(ns, key, S.Splitting, None, owner, split=children))
                 ns.pending[key] = _Pending(key, deque([("split-done", None)]))
         elif roll < 0.54:  # a stale duplicate (a retried publish): the resolver refuses it
             self.stats.stale += 1
+            ns.published += 1
             self.time += 1
-            yield self._emit(GenRecord("channel", self.offset, self.time, key, value))
+            self.out.append((self.time, key, value))
 
-    def _assign(self, ns: _Namespace, key: str) -> Iterator[GenRecord]:
-        yield self._publish(ns, key, self._value(ns, key, S.Assigning, self._live_broker(), None))
+    def _assign(self, ns: _Namespace, key: str) -> None:
+        self.publish(ns, key, self.value(ns, key, S.Assigning, self._live_broker(ns), None))
         ns.pending[key] = _Pending(key, deque([("owned", None)]))
 
-    def _turn(self, ns: _Namespace) -> Iterator[GenRecord]:
-        if self.dead:
-            yield from self._cleanup(ns)
-        pending = list(ns.pending.values())
-        if pending:
-            yield from self._step(ns, self.rng.choice(pending))
-        else:
-            yield from self._start(ns)
+    def _wind_down(self, ns: _Namespace) -> None:
+        """Past its quota a namespace only finishes what it began and tombstones what is Free or
+        Deleted, a step a turn; then it is closed."""
+        if ns.pending:
+            self._step(ns, next(iter(ns.pending.values())))
+        elif ns.semi:
+            key = min(ns.semi)
+            del ns.semi[key]
+            self.publish(ns, key, None)
+        if not ns.pending and not ns.semi:
+            ns.closed = True
+            self.open -= 1
 
-    def _crashes(self) -> Iterator[GenRecord]:
-        for broker, back in sorted(self.dead.items()):
-            if back <= self.time:
-                del self.dead[broker]
-                self.alive.append(broker)
-                yield self._registry(broker, "registered")
-        if len(self.alive) > 2 and self.rng.random() < 0.002:
-            broker = self.rng.choice([b for b in self.alive if b != self.brokers[0]])
-            self.alive.remove(broker)
-            round_ms = len(self.namespaces) * self.turn_ms
-            self.dead[broker] = self.time + max(120_000, 3 * round_ms)
-            self.stats.crashes += 1
-            yield self._registry(broker, "unregistered")
-
-    # -- the whole trace ---------------------------------------------------------------------------
-    def __iter__(self) -> Iterator[GenRecord]:
-        for broker in self.brokers:
-            yield self._registry(broker, "registered")
-        self.time += 1
-        yield self._emit(GenRecord("leader", self.offset, self.time, broker=self.brokers[0]))
-        plants = _Plants(self)
-        yield from plants.register()
-        reserve = plants.records
-        while self.stats.records < self.target - reserve:
-            for ns in self.namespaces:
-                self.time += self.turn_ms
-                yield from self._turn(ns)
-                yield from plants.turn()
-                if self.stats.records >= self.target - reserve:
-                    break
-            yield from self._crashes()
-        yield from self._wind_down()
-        yield from plants.finish()
-
-    def _wind_down(self) -> Iterator[GenRecord]:
-        """Finish every lifecycle begun, tombstone what is Free or Deleted, bring crashed brokers back."""
+    def round(self, r: int) -> None:
+        """Every open namespace's turn in round ``r``, then the brokers' registry events (which
+        the caller writes: one runner of a trace's several)."""
+        turn_ms = self.plan.turn_ms
+        dead = self.brokers.dead
+        time = self.plan.base(r, self.first) - turn_ms
         for ns in self.namespaces:
-            if self.dead:
-                yield from self._cleanup(ns)
-            while ns.pending:
-                pending = next(iter(ns.pending.values()))
-                while pending.steps:
-                    self.time += 1
-                    yield from self._step(ns, pending)
-            for key in sorted(ns.semi):
-                yield self._publish(ns, key, None)
-            ns.semi.clear()
-        for broker in sorted(self.dead):
-            yield self._registry(broker, "registered")
-        self.dead.clear()
+            time += turn_ms
+            if ns.closed:
+                continue
+            self.time = time
+            if dead:
+                self._cleanup(ns)
+            if ns.published >= ns.quota:
+                self._wind_down(ns)
+            elif ns.pending:
+                self._step(ns, next(iter(ns.pending.values())))
+            else:
+                self._start(ns)
+        self.brokers.end_round(r)
+
+    def take(self) -> list[Published]:
+        """What was published since the last take; counted in ``stats``."""
+        out, self.out = self.out, []
+        if out:
+            self.stats.records += len(out)
+            self.stats.channel_records += len(out)
+            self.stats.keys.update(key for _, key, _ in out)
+            self.stats.end_time = max(self.stats.end_time, out[-1][0])
+        return out
 
 
 class _Plants:
-    """Scripted violations: per planted instance, a namespace and a list of (wait ms, action)."""
+    """Scripted violations: per planted instance, a namespace with a slot of its own after the
+    generated ones, and a list of (wait ms, action)."""
 
-    def __init__(self, gen: Generator) -> None:
-        self.gen = gen
-        self.owner = gen.brokers[0]
+    def __init__(self, plan: _Plan) -> None:
+        self.plan = plan
+        self.owner = plan.brokers[0]
+        self.runner = _Runner(plan, 0, 0)
         self.scripts: list[tuple[_Namespace, deque[tuple[int, Any]]]] = []
         self.due: list[int] = []
-        self.extra_registry: list[tuple[str, str]] = []
-        for kind, count in gen.plant.items():
+        self.extra: list[tuple[str, str]] = []
+        """Brokers registered at the start: the plants' own."""
+        for kind, count in plan.plant.items():
             for n in range(count):
                 name = f"plant/{kind}-{n}"
                 ns = _Namespace(name, {b.key: b for b in namespace_bundles(name, 2)})
-                self.scripts.append((ns, deque(self._script(kind, n, ns))))
+                self.scripts.append((ns, deque(_script(kind, n, ns, self.owner, self.extra))))
                 self.due.append(0)
-            gen.stats.planted[kind] = count
-        self.records = sum(sum(1 for _, a in s if a[0] != "wait") for _, s in self.scripts) + len(self.extra_registry)
+        self.out: list[GenRecord] = []
+        self.stats = GenStats(planted=dict(plan.plant))
 
-    def _script(self, kind: str, n: int, ns: _Namespace) -> list[tuple[int, Any]]:
-        first, second = ns.bundles.values()
-        a, b = first.key, second.key
-        own = self.owner
-        gap = 1_000
-        owned = [(gap, ("set", a, S.Assigning, own, None, False, 0)), (gap, ("set", a, S.Owned, own, None, False, 0))]
-        if kind == "stuck-in-flight":
-            return [
-                (gap, ("set", a, S.Assigning, own, None, False, 0)),
-                (100_000, ("set", a, S.Owned, own, None, False, 0)),
-            ]
-        if kind == "no-resurrection":  # forced Deleted, then an Owned two versions on (a gap)
-            return [
-                *owned,
-                (gap, ("set", a, S.Deleted, None, own, True, 0)),
-                (gap, ("set", a, S.Owned, own, None, False, 1)),
-            ]
-        if kind == "split-partitions-parent":  # only one child becomes Owned before the parent is Deleted
-            left, right = first.split()
-            return [
-                *owned,
-                (gap, ("split", a, (left.range_name, right.range_name))),
-                (gap, ("child", left.key)),
-                (gap, ("set", a, S.Deleted, None, own, False, 0)),
-                (gap, ("tombstone", a)),
-            ]
-        if kind == "single-owner":  # a key inside an Owned one becomes Owned too
-            inner = Bundle(first.namespace, first.lower, (first.lower + first.upper) // 2)
-            return [
-                *owned,
-                (gap, ("set", inner.key, S.Assigning, own, None, False, 0)),
-                (gap, ("set", inner.key, S.Owned, own, None, False, 0)),
-            ]
-        if kind == "owner-registered":  # assigned to a broker the registry never saw
-            ghost = f"ghost-{n}:8080"
-            return [
-                (gap, ("set", b, S.Assigning, ghost, None, False, 0)),
-                (gap, ("set", b, S.Owned, ghost, None, False, 0)),
-            ]
-        if kind == "orphan-cleaned":  # its owner unregisters; the override comes after the clean-up timeout
-            orphan = f"plant-orphan-{n}:8080"
-            self.extra_registry.append((orphan, "registered"))
-            return [
-                (gap, ("set", a, S.Assigning, orphan, None, False, 0)),
-                (gap, ("set", a, S.Owned, orphan, None, False, 0)),
-                (gap, ("registry", orphan, "unregistered")),
-                (310_000, ("set", a, S.Owned, own, orphan, True, 0)),
-            ]
-        assert kind == "lingering-semi-terminal"
-        return [
-            *owned,
-            (gap, ("set", a, S.Releasing, None, own, False, 0)),
-            (gap, ("set", a, S.Free, None, own, False, 0)),
-            (3_700_000, ("tombstone", a)),
-        ]
+    @staticmethod
+    def records_for(plant: Mapping[str, int]) -> int:
+        """How many records the plants of ``plant`` write, their opening registrations included."""
+        owner = "broker-0:8080"
+        total = 0
+        for kind, count in plant.items():
+            if count:
+                ns = _Namespace(f"plant/{kind}-0", {b.key: b for b in namespace_bundles(f"plant/{kind}-0", 2)})
+                extra: list[tuple[str, str]] = []
+                total += count * (sum(1 for _, a in _script(kind, 0, ns, owner, extra) if a[0] != "wait") + len(extra))
+        return total
 
-    def register(self) -> Iterator[GenRecord]:
-        for broker, event in self.extra_registry:
-            yield self.gen._registry(broker, event)
-
-    def _act(self, ns: _Namespace, action: tuple[Any, ...]) -> Iterator[GenRecord]:
-        gen = self.gen
+    def _act(self, ns: _Namespace, action: tuple[Any, ...]) -> None:
+        runner = self.runner
         what = action[0]
         if what == "set":
             _, key, state, dst, src, force, skip = action
-            value = gen._value(ns, key, state, dst, src, force)
+            value = runner.value(ns, key, state, dst, src, force)
             if skip:
                 value = value._replace(version_id=value.version_id + skip)
-                gen.stats.version_gaps += 1
-            yield gen._publish(ns, key, value)
+                self.stats.version_gaps += 1
+            runner.publish(ns, key, value)
         elif what == "split":
             _, key, children = action
-            yield gen._publish(ns, key, gen._value(ns, key, S.Splitting, None, self.owner, split=children))
+            runner.publish(ns, key, runner.value(ns, key, S.Splitting, None, self.owner, split=children))
         elif what == "child":
-            yield gen._publish(ns, action[1], GenValue(S.Owned, self.owner, None, VERSION_ID_INIT, gen.time + 1))
+            runner.publish(ns, action[1], GenValue(S.Owned, self.owner, None, VERSION_ID_INIT, runner.time + 1))
         elif what == "tombstone":
-            yield gen._publish(ns, action[1], None)
+            runner.publish(ns, action[1], None)
         elif what == "registry":
-            yield gen._registry(action[1], action[2])
+            runner.time += 1
+            self.out.append(GenRecord("registry", -1, runner.time, broker=action[1], event=action[2]))
+        self.out.extend(GenRecord("channel", -1, time, key, published) for time, key, published in runner.take())
 
-    def turn(self) -> Iterator[GenRecord]:
-        """Play every script whose next action is due (at most one action each per call)."""
-        for i, (ns, script) in enumerate(self.scripts):
-            if not script:
-                continue
-            wait, action = script[0]
-            if self.due[i] == 0:
-                self.due[i] = self.gen.time + wait
-            if self.gen.time >= self.due[i]:
-                script.popleft()
-                self.due[i] = 0
-                yield from self._act(ns, action)
+    def _play(self, i: int, now: int) -> None:
+        ns, script = self.scripts[i]
+        if not script:
+            return
+        wait, action = script[0]
+        if self.due[i] == 0:
+            self.due[i] = now + wait
+        if now >= self.due[i]:
+            script.popleft()
+            self.due[i] = 0
+            self.runner.time = now
+            self._act(ns, action)
 
-    def finish(self) -> Iterator[GenRecord]:
-        """Play the rest of every script, the clock jumping to each next action."""
+    def round(self, r: int) -> list[GenRecord]:
+        """Every script whose next action is due by its slot of round ``r`` plays it (one each)."""
+        first = self.plan.count
+        for i in range(len(self.scripts)):
+            self._play(i, self.plan.base(r, first + i))
+        return self.take()
+
+    def finish(self, now: int) -> list[GenRecord]:
+        """Play the rest of every script from ``now``, the clock jumping to each next action."""
         while any(script for _, script in self.scripts):
-            pending = [self.due[i] or self.gen.time + s[0][0] for i, (_, s) in enumerate(self.scripts) if s]
-            self.gen.time = max(self.gen.time, min(pending))
-            yield from self.turn()
+            pending = [self.due[i] or now + s[0][0] for i, (_, s) in enumerate(self.scripts) if s]
+            now = max(now, min(pending))
+            for i in range(len(self.scripts)):
+                self._play(i, now)
+                now = max(now, self.runner.time)
+        return self.take()
+
+    def take(self) -> list[GenRecord]:
+        out, self.out = self.out, []
+        return out
+
+
+def _script(kind: str, n: int, ns: _Namespace, own: str, extra: list[tuple[str, str]]) -> list[tuple[int, Any]]:
+    """The actions that plant one violation of ``kind`` in ``ns`` (``extra``: brokers to register first)."""
+    first, second = ns.bundles.values()
+    a, b = first.key, second.key
+    gap = 1_000
+    owned = [(gap, ("set", a, S.Assigning, own, None, False, 0)), (gap, ("set", a, S.Owned, own, None, False, 0))]
+    if kind == "stuck-in-flight":
+        return [
+            (gap, ("set", a, S.Assigning, own, None, False, 0)),
+            (100_000, ("set", a, S.Owned, own, None, False, 0)),
+        ]
+    if kind == "no-resurrection":  # forced Deleted, then an Owned two versions on (a gap)
+        return [
+            *owned,
+            (gap, ("set", a, S.Deleted, None, own, True, 0)),
+            (gap, ("set", a, S.Owned, own, None, False, 1)),
+        ]
+    if kind == "split-partitions-parent":  # only one child becomes Owned before the parent is Deleted
+        left, right = first.split()
+        return [
+            *owned,
+            (gap, ("split", a, (left.range_name, right.range_name))),
+            (gap, ("child", left.key)),
+            (gap, ("set", a, S.Deleted, None, own, False, 0)),
+            (gap, ("tombstone", a)),
+        ]
+    if kind == "single-owner":  # a key inside an Owned one becomes Owned too
+        inner = Bundle(first.namespace, first.lower, (first.lower + first.upper) // 2)
+        return [
+            *owned,
+            (gap, ("set", inner.key, S.Assigning, own, None, False, 0)),
+            (gap, ("set", inner.key, S.Owned, own, None, False, 0)),
+        ]
+    if kind == "owner-registered":  # assigned to a broker the registry never saw
+        ghost = f"ghost-{n}:8080"
+        return [
+            (gap, ("set", b, S.Assigning, ghost, None, False, 0)),
+            (gap, ("set", b, S.Owned, ghost, None, False, 0)),
+        ]
+    if kind == "orphan-cleaned":  # its owner unregisters; the override comes after the clean-up timeout
+        orphan = f"plant-orphan-{n}:8080"
+        extra.append((orphan, "registered"))
+        return [
+            (gap, ("set", a, S.Assigning, orphan, None, False, 0)),
+            (gap, ("set", a, S.Owned, orphan, None, False, 0)),
+            (gap, ("registry", orphan, "unregistered")),
+            (310_000, ("set", a, S.Owned, own, orphan, True, 0)),
+        ]
+    assert kind == "lingering-semi-terminal"
+    return [
+        *owned,
+        (gap, ("set", a, S.Releasing, None, own, False, 0)),
+        (gap, ("set", a, S.Free, None, own, False, 0)),
+        (3_700_000, ("tombstone", a)),
+    ]
+
+
+# -- the whole trace -------------------------------------------------------------------------------
+class _Conductor:
+    """The records no namespace runner writes, in their places: the opening, each round's plants
+    and registry events, and the close (crashed brokers back, the plants' rest)."""
+
+    def __init__(self, plan: _Plan) -> None:
+        self.plan = plan
+        self.plants = _Plants(plan)
+        self.brokers = _Brokers(plan.brokers, plan.seed, plan.round_ms)
+        self.stats = GenStats(namespaces=plan.count)
+        self.time = START_TIME_MS
+
+    def opening(self) -> list[GenRecord]:
+        return self._count(self.plan.opening(self.plants))
+
+    def round(self, r: int) -> list[GenRecord]:
+        out = self.plants.round(r)
+        time = self.plan.base(r, self.plan.slots - 1)
+        for broker, event in self.brokers.end_round(r):
+            time += 1
+            self.stats.crashes += event == "unregistered"
+            out.append(GenRecord("registry", -1, time, broker=broker, event=event))
+        return self._count(out)
+
+    def close(self, rounds: int, end_time: int) -> list[GenRecord]:
+        """After the last round (``rounds`` played; the namespaces' last record at ``end_time``)."""
+        time = max(end_time, self.plan.base(rounds, 0))
+        out = []
+        for broker in sorted(self.brokers.dead):
+            time += 1
+            out.append(GenRecord("registry", -1, time, broker=broker, event="registered"))
+        out += self.plants.finish(time)
+        return self._count(out)
+
+    def _count(self, records: list[GenRecord]) -> list[GenRecord]:
+        for record in records:
+            self.stats.records += 1
+            if record.kind == "channel":
+                assert record.key is not None
+                self.stats.channel_records += 1
+                self.stats.keys.add(record.key)
+            self.stats.end_time = max(self.stats.end_time, record.time)
+        return records
+
+    def totals(self, namespaces: GenStats) -> GenStats:
+        stats = GenStats(namespaces=self.plan.count, planted=dict(self.plants.stats.planted))
+        stats.merge(self.stats)
+        stats.merge(namespaces)
+        stats.forced += self.plants.runner.stats.forced  # the plants' records are counted by _count
+        stats.version_gaps += self.plants.stats.version_gaps
+        return stats
+
+
+class Generator:
+    """Yields :class:`GenRecord` s in offset order, in one process; ``stats`` is filled in when the
+    last record has been read. The same records as :func:`write_generated` with any ``workers``."""
+
+    def __init__(self, records: int, seed: int = 0, **options: Any) -> None:
+        self.plan = _Plan(records, seed, **options)
+        self.stats = GenStats(namespaces=self.plan.count)
+
+    def __iter__(self) -> Iterator[GenRecord]:
+        plan = self.plan
+        conductor = _Conductor(plan)
+        runner = _Runner(plan, 0, plan.count)
+        offset = 0
+        for record in conductor.opening():
+            yield record._replace(offset=offset)
+            offset += 1
+        r = 0
+        while runner.open:
+            runner.round(r)
+            for time, key, value in runner.take():
+                yield GenRecord("channel", offset, time, key, value)
+                offset += 1
+            for record in conductor.round(r):
+                yield record._replace(offset=offset)
+                offset += 1
+            r += 1
+        for record in conductor.close(r, runner.stats.end_time):
+            yield record._replace(offset=offset)
+            offset += 1
+        stats = conductor.totals(runner.stats)
+        for name in ("records", "channel_records", "keys", "crashes", "forced", "version_gaps", "stale", "planted"):
+            setattr(self.stats, name, getattr(stats, name))
+        self.stats.end_time = stats.end_time
 
 
 def generate(records: int, seed: int = 0, **options: Any) -> tuple[Iterator[GenRecord], GenStats]:
@@ -535,19 +726,227 @@ def generate(records: int, seed: int = 0, **options: Any) -> tuple[Iterator[GenR
     return iter(gen), gen.stats
 
 
-def write_generated(path: str | Path, records: int, seed: int = 0, **options: Any) -> GenStats:
-    """Generate a trace to ``path``: Parquet (flat schema) for ``.parquet``, else JSON Lines (``.gz``: gzip)."""
-    from statechan.traces import is_parquet, write_flat_rows
+# -- writing ---------------------------------------------------------------------------------------
+BLOCK_ROUNDS = 128
+"""Rounds a runner plays between hand-overs to the writer (about 64 records a namespace)."""
+
+_STATE_NAMES: dict[ServiceUnitState | None, str | None] = {state: state.value for state in ServiceUnitState}
+_STATE_NAMES[None] = None
+_NO_VALUE = (None,) * len(GenValue._fields)
+
+
+def _channel_table(published: list[Published], rounds: Any) -> Any:
+    """Published channel records as a table of the flat schema plus their ``round``: built a
+    column at a time (a record is a tuple, never a dict)."""
+    import pyarrow as pa
+
+    schema = arrow_schema()
+    n = len(published)
+    times, keys, values = zip(*published, strict=True) if n else ((), (), ())
+    state, dst, src, version, timestamp, force, split = (
+        zip(*(v or _NO_VALUE for v in values), strict=True) if n else ((),) * 7
+    )
+    children = [None if s is None else [{"range": c, "broker": None} for c in s] for s in split]
+    columns = {
+        "kind": pa.repeat("channel", n),
+        "time": pa.array(times, pa.int64()),
+        "key": pa.array(keys, pa.string()),
+        "has_value": pa.array([v is not None for v in values], pa.bool_()),
+        "state": pa.array(list(map(_STATE_NAMES.__getitem__, state)), pa.string()),
+        "dst_broker": pa.array(dst, pa.string()),
+        "source_broker": pa.array(src, pa.string()),
+        "force": pa.array(force, pa.bool_()),
+        "timestamp": pa.array(timestamp, pa.int64()),
+        "version_id": pa.array(version, pa.int64()),
+        "split_children": pa.array(children, schema.field("split_children").type),
+    }
+    arrays = [columns.get(f.name) or pa.nulls(n, f.type) for f in schema]
+    return pa.Table.from_arrays(
+        [*arrays, pa.array(rounds, pa.int64())], schema=schema.append(pa.field("round", pa.int64()))
+    )
+
+
+def _record_table(records: list[tuple[int, GenRecord]]) -> Any:
+    """A few (round, record) pairs as a table of the flat schema plus their ``round``."""
+    import pyarrow as pa
+
+    schema = arrow_schema()
+    rows = [record.flat_row() for _, record in records]
+    table = pa.Table.from_pylist(rows, schema=schema)
+    return table.append_column("round", pa.array([r for r, _ in records], pa.int64()))
+
+
+def _blocks(plan: _Plan, first: int, last: int) -> Iterator[tuple[Any, int | None, GenStats | None]]:
+    """Namespaces ``first`` to ``last`` played round by round: per block of :data:`BLOCK_ROUNDS`
+    rounds, their records as a table, with the last round played once all are closed (and then
+    their statistics)."""
+    import numpy as np
+
+    runner = _Runner(plan, first, last)
+    r = 0
+    with collector_paused():
+        while runner.open:
+            start, counts = r, []
+            while runner.open and r < start + BLOCK_ROUNDS:
+                before = len(runner.out)
+                runner.round(r)
+                counts.append(len(runner.out) - before)
+                r += 1
+            rounds = np.repeat(np.arange(start, r, dtype=np.int64), counts)
+            table = _channel_table(runner.take(), rounds)
+            yield table, (None if runner.open else r - 1), (None if runner.open else runner.stats)
+    if r == 0:  # no namespace at all in this part
+        yield _channel_table([], []), -1, runner.stats
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside: for code that makes millions of short-lived tuples
+    and no cycles, where the collector would walk everything alive every few thousand new ones
+    (half the generator's time; a quarter of the audit's fold, whose ``_collector_paused`` is
+    this function's twin until it imports this one)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _part(plan: _Plan, first: int, last: int, queue: Any) -> None:
+    """A worker process: its namespaces' blocks, in order, through ``queue``."""
+    for block in _blocks(plan, first, last):
+        queue.put(block)
+
+
+def _received(queue: Any, process: Any) -> Iterator[tuple[Any, int | None, GenStats | None]]:
+    """A worker's blocks as they come; a worker that died without sending its last one is an error."""
+    import queue as queues
+
+    while True:
+        try:
+            yield queue.get(timeout=5.0)
+        except queues.Empty:
+            if not process.is_alive():
+                raise RuntimeError(f"a generator worker stopped (exit code {process.exitcode})") from None
+
+
+def write_generated(path: str | Path, records: int, seed: int = 0, workers: int = 1, **options: Any) -> GenStats:
+    """Generate a trace to ``path``: Parquet (flat schema) for ``.parquet``, else JSON Lines (``.gz``: gzip).
+    ``workers`` processes play the namespaces for Parquet (each a contiguous share of them); the
+    file is the same whatever their number."""
+    from statechan.traces import is_parquet
+
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, not {workers}")
+    if is_parquet(path):
+        return _write_parquet(Path(path), _Plan(records, seed, **options), workers)
+    import gzip
+    import json
 
     trace, stats = generate(records, seed, **options)
-    if is_parquet(path):
-        write_flat_rows((record.flat_row() for record in trace), path, compression="zstd")
-    else:
-        import gzip
-        import json
-
-        p = Path(path)
-        with gzip.open(p, "wt", encoding="utf-8") if p.suffix == ".gz" else open(p, "w", encoding="utf-8") as out:
-            for record in trace:
-                out.write(json.dumps(record.to_json(), separators=(",", ":")) + "\n")
+    p = Path(path)
+    with gzip.open(p, "wt", encoding="utf-8") if p.suffix == ".gz" else open(p, "w", encoding="utf-8") as out:
+        for record in trace:
+            out.write(json.dumps(record.to_json(), separators=(",", ":")) + "\n")
     return stats
+
+
+def _write_parquet(path: Path, plan: _Plan, workers: int) -> GenStats:
+    """The writer: takes each block from every part in turn, puts the conductor's records of
+    those rounds among them, orders the rows by round (a stable sort: within a round the parts
+    are in namespace order, the plants and registry events last), numbers them and writes them."""
+    import multiprocessing
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    workers = min(workers, plan.count)
+    bounds = [plan.count * w // workers for w in range(workers + 1)]
+    conductor = _Conductor(plan)
+    processes: list[Any] = []
+    if workers == 1:
+        sources: list[Iterator[tuple[Any, int | None, GenStats | None]]] = [_blocks(plan, 0, plan.count)]
+    else:
+        context = multiprocessing.get_context("spawn")
+        queues = [context.Queue(maxsize=2) for _ in range(workers)]
+        for w in range(workers):
+            process = context.Process(target=_part, args=(plan, bounds[w], bounds[w + 1], queues[w]), daemon=True)
+            process.start()
+            processes.append(process)
+        sources = [_received(queue, process) for queue, process in zip(queues, processes, strict=True)]
+    namespaces = GenStats()
+    offset = 0
+    try:
+        with pq.ParquetWriter(str(path), arrow_schema(), compression="zstd") as writer:
+
+            def write(table: Any) -> None:
+                nonlocal offset
+                order = np.argsort(table.column("round").to_numpy(), kind="stable")
+                table = table.take(pa.array(order)).drop_columns(["round"])
+                table = table.set_column(1, "offset", pa.array(np.arange(offset, offset + len(table), dtype=np.int64)))
+                writer.write_table(table, row_group_size=100_000)
+                offset += len(table)
+
+            write(_record_table([(-1, record) for record in conductor.opening()]))
+            active = list(range(len(sources)))
+            r = 0
+            last = -1
+            while active:
+                tables = []
+                running = False
+                for w in list(active):
+                    table, closed_at, stats = next(sources[w])
+                    tables.append(table)
+                    if closed_at is None:
+                        running = True
+                    else:
+                        last = max(last, closed_at)
+                        assert stats is not None
+                        namespaces.merge(stats)
+                        active.remove(w)
+                end = r + BLOCK_ROUNDS if running else last + 1
+                extras = [(q, record) for q in range(r, end) for record in conductor.round(q)]
+                r = end
+                write(pa.concat_tables([*tables, _record_table(extras)]))
+            close = conductor.close(r, namespaces.end_time)
+            write(_record_table([(r, record) for record in close]))
+    finally:
+        for process in processes:
+            process.join(timeout=60)
+            if process.is_alive():
+                process.kill()
+    return conductor.totals(namespaces)
+
+
+@dataclass
+class GenerationRun:
+    """One timed generation, for the benchmark: what was written, how long it took, and the peak
+    resident memory of the writer and of its largest worker process."""
+
+    path: str
+    records: int
+    workers: int
+    seconds: float
+    writer_peak_mb: float
+    worker_peak_mb: float
+
+    @property
+    def per_record_us(self) -> float:
+        return self.seconds / self.records * 1e6
+
+
+def timed_generation(path: str | Path, records: int, seed: int = 1, workers: int = 2, **options: Any) -> GenerationRun:
+    """:func:`write_generated` timed. Memory is ``getrusage``'s peak (the workers' once they have
+    ended), so call it in a fresh process to measure one run alone."""
+    import resource
+    import time
+
+    started = time.perf_counter()
+    stats = write_generated(path, records, seed, workers=workers, **options)
+    seconds = time.perf_counter() - started
+    writer = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    worker = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return GenerationRun(str(path), stats.records, workers, round(seconds, 3), round(writer, 1), round(worker, 1))
