@@ -27,7 +27,7 @@ from statechan.model import DEFAULT_MODEL, ModelError, ProtocolModel, builtin_mo
 from statechan.resolver import Verdict, resolve
 from statechan.states import ServiceUnitState, StorageType
 from statechan.stores.metadata import Store, StoreError
-from statechan.values import ServiceUnitStateData, brief
+from statechan.values import LONG_MAX, ServiceUnitStateData, brief
 
 if TYPE_CHECKING:
     from statechan.audit import AuditReport
@@ -85,13 +85,14 @@ def _number(help: str, lo: float, hi: float, why: str, *names: str) -> Any:
     return typer.Option(*names, min=lo, max=hi, callback=_finite, help=f"{help} [{_shown(lo)} to {_shown(hi)}: {why}]")
 
 
-LONG_MAX = 2**63 - 1
 RATE_MAX = 360_000.0
 """Events per simulated hour: 100 a simulated second; more is no workload and the run would not end."""
 RATE_WHY = "100 a simulated second; more would never end"
 EVENTS_MAX = 100
-PLANTS_MAX = 10_000
+"""Events of one kind in a model checker's run."""
 EVENTS_WHY = "each multiplies the runs; --max-states stops far sooner"
+PLANTS_MAX = 10_000
+"""Planted violations of one kind in a generated trace (each is a namespace of its own)."""
 
 
 def _load(model: str) -> ProtocolModel:
