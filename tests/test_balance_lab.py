@@ -118,19 +118,30 @@ def test_through_channel_makes_the_same_moves_and_breaks_nothing(
     assert counts["move_lookups_delayed"] == unloads
 
 
-def _result(minutes: list[int], hours: float = 4.0) -> Result:
+def _result(moves: list[tuple[int, int]], hours: float = 4.0) -> Result:
+    """A run of two idle brokers with the given (minute, bundle) moves."""
     workload = Workload(brokers=2, namespaces=1, bundles_per_namespace=2, hours=hours)
-    events = [MoveEvent(m, 0, 0, 1, False) for m in minutes]
+    events = [MoveEvent(m, bundle, 0, 1, False) for m, bundle in moves]
     return Result(LabConfig(workload=workload), events, np.zeros((workload.minutes, 2)))
 
 
-def test_verdict_compares_closing_moves_with_workload_changes() -> None:
-    w = Workload()
-    limit = 2.0 * (w.bursts_per_hour + w.hot_per_hour + 2 * w.churn_per_hour)  # moves an hour
-    window = int(limit * 2)  # over the closing two hours
-    assert _result([200] * window).verdict() is Verdict.settles
-    assert _result([200] * (window + 2)).verdict() is Verdict.oscillates
-    assert _result([10] * 10_000).verdict() is Verdict.settles  # early moves do not count
+@pytest.mark.parametrize(
+    ("moves", "share", "verdict"),
+    [
+        ([], 0.0, Verdict.settles),
+        ([(10, 0), (200, 1)], 0.0, Verdict.settles),  # each bundle moved once
+        ([(10, 0), (200, 0)], 1.0, Verdict.oscillates),  # the same bundle again, late
+        ([(10, 0), (20, 0), (30, 0)], 0.0, Verdict.settles),  # early repeats do not count
+        ([(10, 0), (200, 0), (201, 1), (202, 2)], 1 / 3, Verdict.settles),  # under the 0.4 line
+        ([(10, 0), (11, 1), (200, 0), (201, 1), (202, 2)], 2 / 3, Verdict.oscillates),
+    ],
+)
+def test_verdict_counts_repeat_moves_in_the_closing_window(
+    moves: list[tuple[int, int]], share: float, verdict: Verdict
+) -> None:
+    result = _result(moves)
+    assert result.repeat_share() == pytest.approx(share)
+    assert result.verdict() is verdict
 
 
 def test_settle_minute_is_when_std_stays_under_target() -> None:
