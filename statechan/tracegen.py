@@ -23,11 +23,14 @@ that many. Everything comes from ``seed``: the same arguments give the same trac
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import random
+import sys
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -172,6 +175,11 @@ class GenStats:
 
 Published = tuple[int, str, "GenValue | None"]
 """A channel record as a namespace publishes it: (time, key, value); offsets come later."""
+
+
+_new_value: Callable[[tuple[Any, ...]], GenValue] = functools.partial(tuple.__new__, GenValue)
+"""A GenValue from all its fields, without the named tuple's Python-level ``__new__`` (the
+generator makes one a record)."""
 
 
 @dataclass
@@ -344,7 +352,7 @@ class _Runner:
     ) -> GenValue:
         prev = ns.values.get(key)
         version = VERSION_ID_INIT if prev is None else prev.version_id + 1
-        return GenValue(state, dst, src, version, self.time + 1, force, split)
+        return _new_value((state, dst, src, version, self.time + 1, force, split))
 
     # -- lifecycles --------------------------------------------------------------------------------
     def _live_broker(self, ns: _Namespace, besides: str | None = None) -> str:
@@ -480,7 +488,7 @@ class _Runner:
         if out:
             self.stats.records += len(out)
             self.stats.channel_records += len(out)
-            self.stats.keys.update(key for _, key, _ in out)
+            self.stats.keys.update(map(itemgetter(1), out))
             self.stats.end_time = max(self.stats.end_time, out[-1][0])
         return out
 
@@ -739,25 +747,27 @@ def _channel_table(published: list[Published], rounds: Any) -> Any:
     """Published channel records as a table of the flat schema plus their ``round``: built a
     column at a time (a record is a tuple, never a dict)."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     schema = arrow_schema()
     n = len(published)
     times, keys, values = zip(*published, strict=True) if n else ((), (), ())
     state, dst, src, version, timestamp, force, split = (
-        zip(*(v or _NO_VALUE for v in values), strict=True) if n else ((),) * 7
+        zip(*[v or _NO_VALUE for v in values], strict=True) if n else ((),) * 7
     )
+    version_ids = pa.array(version, pa.int64())  # null exactly for a tombstone
     children = [None if s is None else [{"range": c, "broker": None} for c in s] for s in split]
     columns = {
         "kind": pa.repeat("channel", n),
         "time": pa.array(times, pa.int64()),
         "key": pa.array(keys, pa.string()),
-        "has_value": pa.array([v is not None for v in values], pa.bool_()),
+        "has_value": pc.is_valid(version_ids),
         "state": pa.array(list(map(_STATE_NAMES.__getitem__, state)), pa.string()),
         "dst_broker": pa.array(dst, pa.string()),
         "source_broker": pa.array(src, pa.string()),
         "force": pa.array(force, pa.bool_()),
         "timestamp": pa.array(timestamp, pa.int64()),
-        "version_id": pa.array(version, pa.int64()),
+        "version_id": version_ids,
         "split_children": pa.array(children, schema.field("split_children").type),
     }
     arrays = [columns.get(f.name) or pa.nulls(n, f.type) for f in schema]
@@ -776,7 +786,7 @@ def _record_table(records: list[tuple[int, GenRecord]]) -> Any:
     return table.append_column("round", pa.array([r for r, _ in records], pa.int64()))
 
 
-def _blocks(plan: _Plan, first: int, last: int) -> Iterator[tuple[Any, int | None, GenStats | None]]:
+def _blocks(plan: _Plan, first: int, last: int) -> Iterator[Block]:
     """Namespaces ``first`` to ``last`` played round by round: per block of :data:`BLOCK_ROUNDS`
     rounds, their records as a table, with the last round played once all are closed (and then
     their statistics)."""
@@ -814,22 +824,51 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _part(plan: _Plan, first: int, last: int, queue: Any) -> None:
-    """A worker process: its namespaces' blocks, in order, through ``queue``."""
+Block = tuple[Any, int | None, GenStats | None]
+"""A part's records of some rounds (a table), the last round it played once all its namespaces
+are closed (else None), and then its statistics."""
+
+
+def _serve() -> None:
+    """A worker process (``python -c``, not multiprocessing: nothing of the caller's ``__main__``
+    is run again): reads its (plan, first, last) as a pickle on stdin and writes its blocks to
+    stdout, each a pickle after its length; the pipe's buffer holds the worker back."""
+    import pickle
+    import struct
+
+    plan, first, last = pickle.load(sys.stdin.buffer)
+    out = sys.stdout.buffer
     for block in _blocks(plan, first, last):
-        queue.put(block)
+        data = pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL)
+        out.write(struct.pack("<Q", len(data)) + data)
+        out.flush()
 
 
-def _received(queue: Any, process: Any) -> Iterator[tuple[Any, int | None, GenStats | None]]:
-    """A worker's blocks as they come; a worker that died without sending its last one is an error."""
-    import queue as queues
+def _worker(plan: _Plan, first: int, last: int) -> tuple[Any, Iterator[Block]]:
+    """Start a worker for namespaces ``first`` to ``last``; the process and its blocks as they come."""
+    import os
+    import pickle
+    import struct
+    import subprocess
 
-    while True:
-        try:
-            yield queue.get(timeout=5.0)
-        except queues.Empty:
-            if not process.is_alive():
-                raise RuntimeError(f"a generator worker stopped (exit code {process.exitcode})") from None
+    root = str(Path(__file__).resolve().parent.parent)  # where this statechan is imported from
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+    command = [sys.executable, "-c", "from statechan.tracegen import _serve; _serve()"]
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    assert process.stdin is not None
+    assert process.stdout is not None
+    process.stdin.write(pickle.dumps((plan, first, last)))
+    process.stdin.close()
+
+    def blocks(stream: Any) -> Iterator[Block]:
+        while True:
+            head = stream.read(8)
+            if len(head) < 8:
+                raise RuntimeError(f"a generator worker stopped (exit status {process.wait()})")
+            block: Block = pickle.loads(stream.read(struct.unpack("<Q", head)[0]))
+            yield block
+
+    return process, blocks(process.stdout)
 
 
 def write_generated(path: str | Path, records: int, seed: int = 0, workers: int = 1, **options: Any) -> GenStats:
@@ -857,8 +896,6 @@ def _write_parquet(path: Path, plan: _Plan, workers: int) -> GenStats:
     """The writer: takes each block from every part in turn, puts the conductor's records of
     those rounds among them, orders the rows by round (a stable sort: within a round the parts
     are in namespace order, the plants and registry events last), numbers them and writes them."""
-    import multiprocessing
-
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -867,16 +904,14 @@ def _write_parquet(path: Path, plan: _Plan, workers: int) -> GenStats:
     bounds = [plan.count * w // workers for w in range(workers + 1)]
     conductor = _Conductor(plan)
     processes: list[Any] = []
+    sources: list[Iterator[Block]] = []
     if workers == 1:
-        sources: list[Iterator[tuple[Any, int | None, GenStats | None]]] = [_blocks(plan, 0, plan.count)]
+        sources.append(_blocks(plan, 0, plan.count))
     else:
-        context = multiprocessing.get_context("spawn")
-        queues = [context.Queue(maxsize=2) for _ in range(workers)]
         for w in range(workers):
-            process = context.Process(target=_part, args=(plan, bounds[w], bounds[w + 1], queues[w]), daemon=True)
-            process.start()
+            process, blocks = _worker(plan, bounds[w], bounds[w + 1])
             processes.append(process)
-        sources = [_received(queue, process) for queue, process in zip(queues, processes, strict=True)]
+            sources.append(blocks)
     namespaces = GenStats()
     offset = 0
     try:
@@ -915,9 +950,10 @@ def _write_parquet(path: Path, plan: _Plan, workers: int) -> GenStats:
             write(_record_table([(r, record) for record in close]))
     finally:
         for process in processes:
-            process.join(timeout=60)
-            if process.is_alive():
+            if process.poll() is None:  # the writer stopped early: the worker's blocks are not wanted
                 process.kill()
+            process.wait()
+            process.stdout.close()
     return conductor.totals(namespaces)
 
 
