@@ -819,15 +819,17 @@ def audit_spark(
     progress: Callable[[str], None] | None = None,
     spark: Any = None,
     ship_code: bool | None = None,
+    start_spark: Callable[[], Any] | None = None,
 ) -> tuple[Partial, Other, int]:
     """Audit on Spark; returns the merged partial, the other records, and all records read.
     ``ship_code``: send this code to the executors (:func:`code_zip`); by default only when the
-    master is not local (local workers import what the driver imports)."""
+    master is not local (local workers import what the driver imports). ``start_spark``: how to
+    start a session when ``spark`` is not given (default :func:`spark_session` on ``master``)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     note = progress or (lambda _: None)
-    spark = spark or spark_session(master)
+    spark = spark or (start_spark or (lambda: spark_session(master)))()
     if ship_code is None:
         ship_code = not spark.sparkContext.master.startswith("local")
     if ship_code:
@@ -1090,9 +1092,11 @@ def audit(
     progress: Callable[[str], None] | None = None,
     spark: Any = None,
     ship_code: bool | None = None,
+    start_spark: Callable[[], Any] | None = None,
 ) -> AuditReport:
     """Audit trace files (JSON Lines, ``.gz``, or Parquet); write the report (and the quarantine
-    file, if anything was malformed) when ``report_path`` is given."""
+    file, if anything was malformed) when ``report_path`` is given. ``start_spark`` starts the
+    session (when ``spark`` is not given) once the inputs and outputs are checked."""
     settings = settings or AuditSettings()
     settings.ids()  # an unknown invariant fails before any work
     names = [str(p) for p in paths]
@@ -1106,7 +1110,9 @@ def audit(
         raise ValueError(f"shipping the code is for the spark engine, not {engine!r}")
     started = time.perf_counter()
     if engine == "spark":
-        partial, other, records = audit_spark(names, settings, master, partitions, progress, spark, ship_code)
+        partial, other, records = audit_spark(
+            names, settings, master, partitions, progress, spark, ship_code, start_spark
+        )
     elif engine == "local":
         partial, other = audit_local(names, settings, progress)
         records = partial.channel + len(other.registry) + other.leader + other.view + len(partial.malformed)

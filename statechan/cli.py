@@ -9,7 +9,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import pydantic
 import typer
@@ -64,6 +64,7 @@ class GraphFormat(enum.Enum):
     dot = "dot"
 
 
+T = TypeVar("T")
 ModelOption = Annotated[str, typer.Option("--model", "-m", help="A built-in model name or a model file (.toml).")]
 StorageOption = Annotated[Storage, typer.Option("--storage", "-s", help="Which store's table.")]
 
@@ -1334,14 +1335,20 @@ def audit_command(
             check_spark_settings(master, spark_conf)
     except ValueError as exc:
         _usage_error(str(exc))
-    try:
-        spark = None
-        if spark_conf:
-            from statechan.audit import spark_session
+    from statechan.audit import spark_session
 
-            spark = spark_session(master, conf=spark_conf)
+    progress_bar = {"spark.ui.showConsoleProgress": "true" if sys.stderr.isatty() else "false"}
+    try:
         result = audit(
-            inputs, report, settings, engine.value, master, partitions, _progress, spark=spark, ship_code=ship_code
+            inputs,
+            report,
+            settings,
+            engine.value,
+            master,
+            partitions,
+            _progress,
+            ship_code=ship_code,
+            start_spark=lambda: _held_back(lambda: spark_session(master, conf=progress_bar | spark_conf)),
         )
     except (OSError, ValueError) as exc:
         err.print("[red]error:[/red] ", end="", highlight=False)
@@ -1367,6 +1374,47 @@ def audit_command(
         raise typer.Exit(2)
     if result.violation_count:
         raise typer.Exit(1)
+
+
+def _held_back(start: Callable[[], T]) -> T:
+    """Start Spark with its JVM's standard error held back until it is up: a JVM that fails to
+    start, or a SparkContext that refuses a setting, prints a Java stack trace that says less than
+    the one line the caller prints. Once up, what was held and all that follows passes through."""
+    import os
+    import threading
+
+    read, write = os.pipe()
+    real, saved = os.dup(2), os.dup(2)
+    held: list[bytes] = []
+    mode = ["hold"]  # hold, pass or drop
+    lock = threading.Lock()
+
+    def forward() -> None:
+        while chunk := os.read(read, 65_536):
+            with lock:
+                if mode[0] == "pass":
+                    os.write(real, chunk)
+                elif mode[0] == "hold":
+                    held.append(chunk)
+        os.close(read)
+
+    threading.Thread(target=forward, name="statechan-spark-stderr", daemon=True).start()
+    os.dup2(write, 2)  # the JVM starts now and keeps this as its standard error
+    os.close(write)
+    try:
+        started = start()
+    except BaseException:
+        with lock:
+            mode[0] = "drop"
+        raise
+    else:
+        with lock:
+            mode[0] = "pass"
+            os.write(real, b"".join(held))
+        return started
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _spark_conf(specs: Sequence[str]) -> dict[str, str]:

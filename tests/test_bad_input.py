@@ -411,8 +411,8 @@ def test_a_jvm_that_did_not_start_is_named_with_what_it_was_given() -> None:
 
 
 def test_a_setting_spark_refuses_at_start_is_one_line_naming_it(tmp_path: Path) -> None:
-    """A separate process: its own JVM starts and refuses the setting (the module's session must not
-    answer for it)."""
+    """A separate process: its own JVM starts and SparkContext refuses the setting, logging a Java
+    stack trace (the module's session must not answer for it)."""
     import subprocess
     import sys
 
@@ -427,7 +427,7 @@ def test_a_setting_spark_refuses_at_start_is_one_line_naming_it(tmp_path: Path) 
             "--report",
             str(tmp_path / "r.json"),
             "--conf",
-            "spark.sql.shuffle.partitions=many",
+            "spark.task.cpus=many",
         ],
         capture_output=True,
         text=True,
@@ -437,8 +437,9 @@ def test_a_setting_spark_refuses_at_start_is_one_line_naming_it(tmp_path: Path) 
     assert run.returncode == 2
     errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, run.stderr
-    assert "spark.sql.shuffle.partitions" in errors[0]
+    assert "spark.task.cpus" in errors[0]
     assert "at org.apache" not in run.stderr
+    assert "ERROR SparkContext" not in run.stderr  # its Java stack trace was held back and dropped
 
 
 # -- saved runs ----------------------------------------------------------------------------------------
