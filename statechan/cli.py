@@ -885,7 +885,9 @@ def replay_command(
     errors = [(i, step) for i, step in enumerate(steps, start=1) if step.error]
     if errors:
         number, failed = errors[0]
-        _usage_error(f"{run}: step {number} ({failed.action}) cannot run: {failed.error}")
+        error = failed.error or ""
+        said = error if error.startswith(failed.action) else f"{failed.action}: {error}"  # name the action once
+        _usage_error(f"{run}: step {number} cannot run: {said}")
     console.print(
         f"{len(steps)} of {len(actions)} steps replayed; "
         + (f"broken: {broken[0]}" if broken else "no invariant broken"),

@@ -505,7 +505,7 @@ def test_a_step_that_cannot_run_names_the_file_and_step(tmp_path: Path) -> None:
     path = _run_file(tmp_path, "run.json", _run(actions=[{"kind": "crash", "broker": "nobody"}]))
     result = RUNNER.invoke(app, ["replay", str(path), "--quiet"])
     assert result.exit_code == 2
-    assert f"{path}: step 1 (crash(nobody)) cannot run: no broker 'nobody'" in " ".join(result.output.split())
+    assert f"{path}: step 1 cannot run: crash(nobody): no broker 'nobody'" in " ".join(result.output.split())
 
 
 def test_replay_refuses_to_write_its_trace_over_the_run(tmp_path: Path) -> None:
