@@ -419,12 +419,12 @@ class _Runner:
         if ns.idle and rng.random() < 0.5:
             self._assign(ns, _pick(rng, list(ns.idle)))
             return
-        if not ns.owned:
+        roll = rng.random()
+        if roll >= 0.54 or not ns.owned:  # a quiet turn: drawn first, so no bundle is picked for it
             return
         key = _pick(rng, list(ns.owned))
         value = ns.values[key]
         owner = value.dst_broker
-        roll = rng.random()
         if roll < 0.30:  # transfer (PIP-307)
             target = self._live_broker(ns, owner)
             self.publish(ns, key, self.value(ns, key, S.Releasing, target, owner))
@@ -438,7 +438,7 @@ class _Runner:
                 children = tuple(child.range_name for child in bundle.split())
                 self.publish(ns, key, self.value(ns, key, S.Splitting, None, owner, split=children))
                 ns.pending[key] = _Pending(key, deque([("split-done", None)]))
-        elif roll < 0.54:  # a stale duplicate (a retried publish): the resolver refuses it
+        else:  # a stale duplicate (a retried publish): the resolver refuses it
             self.stats.stale += 1
             ns.published += 1
             self.time += 1
