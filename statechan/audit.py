@@ -69,6 +69,7 @@ from statechan.traces import (
     is_parquet,
     open_text,
     row_text,
+    split_map_errors,
     write_text_atomically,
 )
 from statechan.values import ServiceUnitStateData
@@ -305,8 +306,12 @@ class Fold:
         registry_events: Sequence[tuple[int, int, str, bool]],
         end_time: int,
         history: bool = False,
+        refused: Mapping[tuple[int, int], tuple[str, str]] | None = None,
     ):
         self.settings = settings
+        self.refused = refused or None
+        """Channel rows (source, line) malformed for a field the replay does not read (a split
+        map: :func:`statechan.traces.split_map_errors`), with their error and text."""
         self.end_time = end_time
         self.partial = Partial(settings.examples)
         self.replay = TraceReplay(record_checks(settings.ids()), settings.replay(), Registry(registry_events))
@@ -338,10 +343,13 @@ class Fold:
 
     def rows(self, rows: Iterable[tuple[Any, ...]]) -> None:
         """Offer rows, each namespace's in offset order (namespaces may interleave)."""
-        partial, route, record = self.partial, self.route, self._record
+        partial, route, record, refused = self.partial, self.route, self._record, self.refused
         channel = 0
         for row in rows:
             key, offset, when, has_value, state, dst, src, force, version, source, line = row
+            if refused is not None and (source or 0, line) in refused:
+                partial.malformed.append((source or 0, line, *refused[source or 0, line]))
+                continue
             try:
                 target = route.get(key)
                 if target is None:
@@ -425,6 +433,8 @@ class Other:
     max_time: int | None = None
     min_time: int | None = None
     malformed: list[tuple[int, int | None, str, str]] = field(default_factory=list)
+    refused: dict[tuple[int, int], tuple[str, str]] = field(default_factory=dict)
+    """Channel rows of Parquet inputs malformed for their split map (see :class:`Fold`)."""
 
     def saw_time(self, t: int | None) -> None:
         if t is None:
@@ -566,6 +576,7 @@ def _scan_parquet(path: str, source: int, other: Other, scan: _Scan) -> None:
         if mixed:
             others.append((group, first))
         first += parquet.metadata.row_group(group).num_rows
+    other.refused.update(((source, line), found) for line, found in split_map_errors(path).items())
     for group, base in others:
         for batch in parquet.iter_batches(LOCAL_BATCH_ROWS, row_groups=[group]):
             rest = pc.invert(_is_channel(batch))
@@ -622,7 +633,7 @@ def audit_local(
                 _note_other(other, row, row.get("source") or 0, row.get("line"))
     records, in_order = scan.records, scan.in_order
     history = settings.keeps_history(other.view)
-    fold = Fold(settings, other.registry, other.max_time or 0, history)
+    fold = Fold(settings, other.registry, other.max_time or 0, history, other.refused)
 
     def channel_rows() -> Iterator[tuple[Any, ...]]:
         for source, path in enumerate(paths):
@@ -847,6 +858,9 @@ def audit_spark(
         data = row.asDict(recursive=True)
         _note_other(other, data, data.get("source") or 0, data.get("line"))
     others = len(other.registry) + other.leader + other.view + len(other.malformed)
+    for index, path in enumerate(paths):
+        if is_parquet(path):  # on the driver, from the one column: the workers' replay reads no split map
+            other.refused.update(((index, line), found) for line, found in split_map_errors(path).items())
     if all(is_parquet(p) for p in paths):  # count and span from the files' footers
         raw = spark.read.parquet(*[str(p) for p in paths])
         span = raw.agg(F.count(F.lit(1)).alias("n"), F.max("time").alias("hi"), F.min("time").alias("lo")).first()
@@ -873,7 +887,7 @@ def audit_spark(
         .repartition(count, F.substring_index("key", "/", 2))  # by namespace
         .sortWithinPartitions("offset")
     )
-    fold = _arrow_fold(settings, other.registry, end_time, history)
+    fold = _arrow_fold(settings, other.registry, end_time, history, other.refused)
     with _StageProgress(spark, note, count):
         partials = channel.mapInArrow(fold, "partial string").collect()
     merged = Partial(settings.examples)
@@ -918,7 +932,11 @@ class _StageProgress:
 
 
 def _arrow_fold(
-    settings: AuditSettings, registry: list[tuple[int, int, str, bool]], end_time: int, history: bool = False
+    settings: AuditSettings,
+    registry: list[tuple[int, int, str, bool]],
+    end_time: int,
+    history: bool = False,
+    refused: Mapping[tuple[int, int], tuple[str, str]] | None = None,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The per-partition replay, as a ``mapInArrow`` function (runs in the Python workers).
     With ``history`` the batches hold view records too: kept for the history invariants, not replayed."""
@@ -926,7 +944,7 @@ def _arrow_fold(
     def fold(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
-        work = Fold(settings, registry, end_time, history)
+        work = Fold(settings, registry, end_time, history, refused)
         words: dict[str, str] = {}
         with _collector_paused():
             for batch in batches:

@@ -525,6 +525,41 @@ def read_parquet(path: str | Path, stats: ReadStats | None = None) -> Iterator[A
             yield record
 
 
+def split_map_errors(path: str | Path) -> dict[int, tuple[str, str]]:
+    """The channel rows of a Parquet trace whose split map makes them malformed (a null child, a
+    child without a range), by 1-based row number, with the error and text :func:`read_parquet`
+    gives them. The audit's replay reads no split map (no record invariant does); this finds such
+    rows from the one nested column, so every reader refuses the same rows."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    parquet = pq.ParquetFile(str(path))
+    suspects: list[int] = []
+    base = 0
+    for batch in parquet.iter_batches(65_536, columns=["split_children"]):
+        column = batch.column("split_children")
+        odd = pc.is_null(pc.struct_field(pc.list_flatten(column), "range"))  # a null child has no range either
+        if pc.any(odd).as_py():
+            suspects.extend(sorted({base + i for i in pc.filter(pc.list_parent_indices(column), odd).to_pylist()}))
+        base += batch.num_rows
+    found: dict[int, tuple[str, str]] = {}
+    first = 0
+    for group in range(parquet.metadata.num_row_groups):  # rare: the groups holding suspects, read whole
+        size = parquet.metadata.row_group(group).num_rows
+        inside = [i for i in suspects if first <= i < first + size]
+        if inside:
+            table = parquet.read_row_group(group)
+            for index in inside:
+                row = table.slice(index - first, 1).to_pylist()[0]
+                try:
+                    if row.get("kind") == "channel":
+                        from_flat_row(row)
+                except ValueError as exc:
+                    found[index + 1] = (error_reason(exc), row_text(row))
+        first += size
+    return found
+
+
 def read_records(path: str | Path, stats: ReadStats | None = None) -> Iterator[AnyRecord]:
     """Every good record of a trace in either format (by its name), in file order; bad lines or
     rows go to ``stats.bad``."""

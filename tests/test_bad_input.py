@@ -211,6 +211,36 @@ def test_a_negative_parquet_time_or_offset_is_malformed_on_every_reader(
     assert f"{len(spoiled)} bad line(s)" in checked.output
 
 
+@pytest.mark.parametrize("engine", ["local", "spark"])
+def test_a_broken_split_map_is_malformed_on_every_reader(spark: Any, tmp_path: Path, engine: str) -> None:
+    """A null child or a child without a range: validate refuses the row, and so does the audit,
+    whose replay reads no split map (the rows are found from that one column)."""
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "trace.parquet"
+    write_generated(path, 3_000, seed=13)
+    table = pq.read_table(path)
+    splits = table.column("split_children").to_pylist()
+    rows = [i for i, children in enumerate(splits) if children][:2]
+    assert len(rows) == 2, "the generated trace has splits"
+    clean = tmp_path / "clean.parquet"
+    pq.write_table(table.filter([i not in rows for i in range(table.num_rows)]), clean)
+    first = splits[rows[0]]
+    _parquet_with(path, {"split_children": {rows[0]: [None, *first[1:]], rows[1]: [{"range": None, "broker": "b"}]}})
+    expected = audit([clean], None, engine=engine, spark=spark if engine == "spark" else None)
+    report = tmp_path / "report.json"
+    got = audit([path], report, engine=engine, spark=spark if engine == "spark" else None)
+    assert got.malformed == 2
+    assert got.records == expected.records + 2
+    assert got.model_dump(exclude=KEYS) == expected.model_dump(exclude=KEYS)
+    stats = ReadStats()
+    list(read_records(path, stats))
+    assert {q["line"]: (q["error"], q["text"]) for q in _quarantine(report)} == {
+        b.line: (b.reason, b.text) for b in stats.bad
+    }
+    assert sorted(b.line for b in stats.bad) == [r + 1 for r in rows]
+
+
 @pytest.mark.parametrize(("column", "kind"), [("time", "double"), ("offset", "string"), ("version_id", "int32")])
 def test_a_parquet_column_of_the_wrong_type_is_named_by_every_command(
     spark: Any, tmp_path: Path, column: str, kind: str
