@@ -329,8 +329,7 @@ class _Runner:
             if key in ns.bundles:
                 ns.idle[key] = None
         else:
-            ns.values[key] = value
-            ns.idle.pop(key, None)
+            ns.values[key] = value  # an idle key takes a value only in _assign, which says so
             if value.state is S.Owned:
                 ns.owned[key] = None
             else:
@@ -445,6 +444,7 @@ class _Runner:
             self.out.append((self.time, key, value))
 
     def _assign(self, ns: _Namespace, key: str) -> None:
+        ns.idle.pop(key, None)
         self.publish(ns, key, self.value(ns, key, S.Assigning, self._live_broker(ns), None))
         ns.pending[key] = _Pending(key, deque([("owned", None)]))
 
