@@ -159,5 +159,5 @@ class ThroughChannel:
         """The final check; the counts (lookups after a move: answered at once, delayed until the
         bundle was owned again, or failed)."""
         self.check()
-        self.counts["channel_records"] = self.cluster.topic.end
+        self.counts["records"] = self.cluster.topic.end
         return dict(self.counts)

@@ -39,7 +39,7 @@ def png(result: Result, path: Path) -> None:
     for e in result.events:
         top.axvline(e.minute / 60.0, ymin=0, ymax=0.03, color="tab:orange", linewidth=0.5)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
 
 
@@ -53,10 +53,10 @@ def html_page(result: Result, path: Path) -> None:
     def y(v: float) -> float:
         return height - pad - v / 100.0 * (height - 2 * pad)
 
-    step = max(1, minutes // 300)
+    step = max(1, minutes // 150)
     lines = []
     for b in range(brokers):
-        pts = " ".join(f"{pad + m * sx:.1f},{y(float(load[m, b])):.1f}" for m in range(0, minutes, step))
+        pts = " ".join(f"{pad + m * sx:.0f},{y(float(load[m, b])):.0f}" for m in range(0, minutes, step))
         moves = sum(1 for e in result.events if b in (e.source, e.destination))
         lines.append(
             f'<polyline class="b" points="{pts}"><title>broker-{b + 1}: {moves} moves in or out</title></polyline>'

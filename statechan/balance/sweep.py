@@ -125,11 +125,12 @@ def write_parquet(rows: Sequence[Row], path: Path) -> None:
 
 
 def summary(rows: Sequence[Row]) -> list[Row]:
-    """One row per (strategy, setting, workload): means over seeds, the share of runs that settled,
-    ranked by that share, then by fewer moves."""
+    """One row per (combination by short name, setting, workload): means over seeds, the share of
+    runs that settled, ranked by that share, then by a lower busiest-broker load in the last hour
+    (a shedder that never acts settles too), then by fewer moves."""
     groups: dict[tuple[str, str, str], list[Row]] = {}
     for row in rows:
-        key = (str(row["strategy"]), str(row["setting"]), str(row["workload"]))
+        key = (str(row["strategy_name"]), str(row["setting"]), str(row["workload"]))
         groups.setdefault(key, []).append(row)
     out: list[Row] = []
     for (strategy, setting, workload), runs in groups.items():
@@ -151,7 +152,7 @@ def summary(rows: Sequence[Row]) -> list[Row]:
                 "late_max_load": mean("late_max_load"),
             }
         )
-    out.sort(key=lambda r: (-float(r["settled"] or 0), float(r["moves"] or 0)))
+    out.sort(key=lambda r: (-float(r["settled"] or 0), float(r["late_max_load"] or 0), float(r["moves"] or 0)))
     for rank, row in enumerate(out, 1):
         row["rank"] = rank
     return out
