@@ -166,6 +166,12 @@ def budget_kind(action: Action, bounds: Bounds) -> str | None:
     return _BUDGETED.get(type(action))
 
 
+def budget_left(budget: dict[str, int], spent: Counter[str]) -> bytes:
+    """The budgets a state has left, as the suffix of its key: two states alike but for what they
+    may still do are different states (merging them would drop the runs that spend the rest)."""
+    return "|".join(str(budget[kind] - spent[kind]) for kind in budget).encode()
+
+
 # -- fingerprints --------------------------------------------------------------------------------
 _SKIP = frozenset(
     {
@@ -204,8 +210,6 @@ _SKIP = frozenset(
         "_next_session",
         "session_id",
         "ephemeral_owner",
-        "incarnation",
-        "incarnations",
         "_clients",
         "_loads_at",
         "_leader_for",
@@ -475,6 +479,8 @@ def state_parts(cluster: Cluster, cap: int) -> Parts:
     for field_name, value in sorted(vars(cluster).items()):
         if field_name in _SKIP or isinstance(value, _FUNCTIONS) or id(value) in walker.seen:
             continue
+        if field_name == "_timers":
+            value = cluster.live_timers()
         out.append(field_name + "=")
         walker.walk(value, out)
         out.append(";")
@@ -719,6 +725,11 @@ def resident_mb() -> float:
 Progress = Callable[[int, int, int, float], None]
 """Called now and then with (states, queue size, depth, seconds)."""
 
+Visitor = Callable[[Cluster, dict[str, int]], None]
+"""Called once with each distinct state the search reaches and the budgets it has left, the first
+time (Stateright's ``visitor``): how a test or a tool sees what was explored without a second
+search."""
+
 
 def check(
     bounds: Bounds | None = None,
@@ -733,6 +744,7 @@ def check(
     progress: Progress | None = None,
     progress_every_s: float = 10.0,
     measure_symmetry: bool = False,
+    visitor: Visitor | None = None,
 ) -> CheckResult:
     """Explore every run within ``bounds`` breadth first; stop at the first broken invariant."""
     from properties.catalogue import check as check_invariants
@@ -755,7 +767,9 @@ def check(
 
     root = Cluster(config, picks=[])
     root.trace.clear()
-    ids_of: dict[bytes, int] = {fingerprint(root): 0}
+    if visitor is not None:
+        visitor(root, dict(budget))
+    ids_of: dict[bytes, int] = {fingerprint(root) + budget_left(budget, Counter()): 0}
     nodes: list[Node] = [
         Node(-1, None, (), 0, settled=settled(root, agree), label=state_label(root) if keep_graph else "")
     ]
@@ -826,7 +840,10 @@ def check(
                         pairs = pairs + _view_transitions(seen_before, child.brokers[reader].view.data())
                     for pair in pairs:
                         result.coverage.setdefault(pair, Counter())[action.kind] += 1
-                    print_ = fingerprint(child)
+                    child_spent = spent.copy()
+                    if kind is not None:
+                        child_spent[kind] += 1
+                    print_ = fingerprint(child) + budget_left(budget, child_spent)
                     known = ids_of.get(print_)
                     if known is None:
                         known = len(nodes)
@@ -842,14 +859,13 @@ def check(
                             )
                         )
                         result.depth = max(result.depth, node.depth + 1)
+                        if visitor is not None:
+                            visitor(child, {kind: budget[kind] - child_spent[kind] for kind in budget})
                         broken = check_invariants(child.observe(), ids)
                         if broken:
                             node.successors.append((known, action, child_picks))
                             fail(known, "; ".join(str(v) for v in broken[:3]))
                             return _finish(result, nodes, started)
-                        child_spent = spent.copy()
-                        if kind is not None:
-                            child_spent[kind] += 1
                         child.answers.clear()
                         queue.append((known, freezer.freeze(child), child_spent, child_held))
                     node.successors.append((known, action, child_picks))

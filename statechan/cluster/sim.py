@@ -948,6 +948,11 @@ class Cluster:
             heapq.heappop(self._timers)
         return self._timers[0] if self._timers else None
 
+    def live_timers(self) -> list[_Timer]:
+        """The timers that can still fire, in firing order: what the heap means, without its layout,
+        its cancelled and dead entries, or the sequence numbers (only their order breaks ties)."""
+        return sorted(t for t in self._timers if not t.cancelled and self._timer_live(t))
+
     def _timer_live(self, timer: _Timer) -> bool:
         if timer.kind == "session-expiry":
             return True
