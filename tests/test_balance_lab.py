@@ -118,6 +118,18 @@ def test_through_channel_makes_the_same_moves_and_breaks_nothing(
     assert counts["move_lookups_delayed"] == unloads
 
 
+def test_crashes_move_bundles_without_the_balancer_and_the_lab_follows() -> None:
+    """With faults, the leader's clean-up places a dead broker's bundles (asking the balancer's
+    placement); the lab's table follows the channel's owners, and the catalogue still holds."""
+    config = LabConfig(workload=SMALL)
+    carrier = ThroughChannel(SMALL, check_every_minutes=5, crashes_per_hour=3.0)
+    run(config, carrier)
+    counts = carrier.finish()
+    assert counts["crashes"] > 0
+    assert counts["moved_by_channel"] > 0
+    assert counts["breaches"] == 0, carrier.breaches
+
+
 def _result(moves: list[tuple[int, int]], hours: float = 4.0) -> Result:
     """A run of two idle brokers with the given (minute, bundle) moves."""
     workload = Workload(brokers=2, namespaces=1, bundles_per_namespace=2, hours=hours)

@@ -10,13 +10,25 @@ lab's ownership table and the channel's must agree after every minute (counted a
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from statechan.balance.lab import MoveEvent
-from statechan.balance.load import MINUTE_MS
+from statechan.balance.lab import Chooser, MoveEvent
+from statechan.balance.load import MINUTE_MS, Ints
 from statechan.balance.settings import Workload
-from statechan.cluster import Cluster, Deliver, Lookup, Notify, RunTask, SimConfig, StoreKind, Transfer, Unload
+from statechan.cluster import (
+    Cluster,
+    Crash,
+    Deliver,
+    Lookup,
+    Notify,
+    Restart,
+    RunTask,
+    SimConfig,
+    StoreKind,
+    Transfer,
+    Unload,
+)
 from statechan.cluster.placement import BrokerLoad
 from statechan.states import ServiceUnitState
 
@@ -24,12 +36,16 @@ from statechan.states import ServiceUnitState
 @dataclass
 class Decided:
     """A cluster placement that returns the broker the balancer chose (the channel carries the
-    decision, it does not make one)."""
+    decision, it does not make one); asked with no decision pending (the leader placing a dead
+    broker's bundles), it asks the balancer's placement."""
 
     choice: str | None = None
+    ask: Callable[[Sequence[str]], str | None] | None = None
 
     def select(self, candidates: Sequence[str], loads: dict[str, BrokerLoad], rng: random.Random) -> str | None:
-        return self.choice if self.choice in candidates else None
+        if self.choice is not None:
+            return self.choice if self.choice in candidates else None
+        return self.ask(candidates) if self.ask is not None else None
 
 
 def cluster_config(workload: Workload, store: StoreKind, seed: int) -> SimConfig:
@@ -81,29 +97,67 @@ def settle(cluster: Cluster) -> int:
 
 @dataclass
 class ThroughChannel:
-    """A :class:`statechan.balance.lab.Carrier` over a :class:`Cluster`."""
+    """A :class:`statechan.balance.lab.Carrier` over a :class:`Cluster`.
+
+    ``crashes_per_hour`` > 0 crashes a running broker at that rate (drawn per minute from a
+    generator seeded by the workload's seed) and restarts it ``down_minutes`` later; the leader's
+    clean-up then moves its bundles without the balancer, and each minute the lab's table is
+    brought in line with the channel's owners. Without faults the tables never differ."""
 
     workload: Workload
     store: StoreKind = StoreKind.system_topic
     check_every_minutes: int = 10
+    crashes_per_hour: float = 0.0
+    down_minutes: int = 5
     cluster: Cluster = field(init=False)
     placement: Decided = field(default_factory=Decided)
     counts: dict[str, int] = field(default_factory=dict)
     breaches: list[str] = field(default_factory=list)
     _owner: dict[str, str] = field(default_factory=dict)
+    _restart_at: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.cluster = Cluster(cluster_config(self.workload, self.store, self.workload.seed))
         self.cluster.placement = self.placement
         self.ids = self.cluster.config.broker_ids()
+        self.index = {broker: i for i, broker in enumerate(self.ids)}
         self.keys = self.cluster.sorted_bundle_keys()
-        for name in ("move_lookups", "move_lookups_delayed", "move_lookups_failed", "mismatches", "checks", "breaches"):
+        self.faults = random.Random(f"balance-faults-{self.workload.seed}")
+        for name in (
+            "move_lookups",
+            "move_lookups_delayed",
+            "move_lookups_failed",
+            "mismatches",
+            "checks",
+            "breaches",
+            "crashes",
+            "moves_refused",
+            "moved_by_channel",
+        ):
             self.counts[name] = 0
+
+    def bind(self, choose: Chooser) -> None:
+        def ask(candidates: Sequence[str]) -> str | None:
+            chosen = choose([self.index[c] for c in candidates if c in self.index])
+            return None if chosen is None else self.ids[chosen]
+
+        self.placement.ask = ask
+
+    def _healthy(self, preferred: int) -> str:
+        """The broker a client or an admin call goes through: ``preferred`` if it runs, else the next that does."""
+        for step in range(len(self.ids)):
+            broker = self.ids[(preferred + step) % len(self.ids)]
+            if self.cluster.healthy(broker):
+                return broker
+        return self.ids[preferred % len(self.ids)]
 
     def _lookup(self, bundle: int, broker: int, client: int) -> None:
         key = self.keys[bundle]
         self.placement.choice = self.ids[broker]
-        self.cluster.step(Lookup(self.ids[client % len(self.ids)], key))
+        try:
+            self.cluster.step(Lookup(self._healthy(client), key))
+        finally:
+            self.placement.choice = None
         self._owner[key] = self.ids[broker]
 
     def assign(self, bundle: int, broker: int) -> None:
@@ -112,13 +166,18 @@ class ThroughChannel:
     def move(self, event: MoveEvent) -> None:
         cluster = self.cluster
         settle(cluster)
-        leader = cluster.leader() or self.ids[0]
+        admin = cluster.leader() or self._healthy(0)
         key = self.keys[event.bundle]
+        try:
+            if event.transfer:
+                cluster.step(Transfer(admin, key, self.ids[event.destination]))
+            else:
+                cluster.step(Unload(admin, key))
+        except ValueError:  # a fault got there first: the bundle is not Owned as the balancer saw it
+            self.counts["moves_refused"] += 1
+            return
         if event.transfer:
-            cluster.step(Transfer(leader, key, self.ids[event.destination]))
             self._owner[key] = self.ids[event.destination]
-        else:
-            cluster.step(Unload(leader, key))
         settle(cluster)
         # the clients reconnect: one lookup, which assigns an unloaded bundle
         before = len(cluster.answers)
@@ -131,15 +190,45 @@ class ThroughChannel:
             elif answer.deferred:
                 self.counts["move_lookups_delayed"] += 1
 
-    def minute(self, minute: int) -> None:
+    def minute(self, minute: int, owner: Ints) -> frozenset[int]:
         cluster = self.cluster
+        settle(cluster)
+        for broker, when in list(self._restart_at.items()):
+            if minute >= when:
+                cluster.step(Restart(broker))
+                del self._restart_at[broker]
+        if self.crashes_per_hour > 0 and self.faults.random() < self.crashes_per_hour / 60:
+            running = [b for b in self.ids if cluster.healthy(b)]
+            if len(running) > 1:
+                victim = self.faults.choice(running)
+                cluster.step(Crash(victim))
+                self._restart_at[victim] = minute + self.down_minutes
+                self.counts["crashes"] += 1
         settle(cluster)
         cluster.advance(MINUTE_MS)
         if (minute + 1) % self.check_every_minutes == 0:
             self.check()
+        if self.crashes_per_hour > 0:
+            self._follow(owner)
+        return frozenset(self.index[b] for b in self.ids if not cluster.healthy(b))
+
+    def _follow(self, owner: Ints) -> None:
+        """Take the channel's owner of every bundle it holds Owned (read from the leader's view)."""
+        cluster = self.cluster
+        reader = cluster.brokers[cluster.leader() or self._healthy(0)]
+        for bundle, key in enumerate(self.keys):
+            data = reader.value(key)
+            if data is None or data.state is not ServiceUnitState.Owned or data.dst_broker not in self.index:
+                continue
+            where = self.index[data.dst_broker]
+            if int(owner[bundle]) != where:
+                owner[bundle] = where
+                self.counts["moved_by_channel"] += 1
+            self._owner[key] = data.dst_broker
 
     def check(self) -> None:
-        """The catalogue's cluster invariants, and the channel's owners against the lab's."""
+        """The catalogue's cluster invariants, and the channel's owners against the lab's (before
+        a fault's moves are followed: with faults, mismatches are expected)."""
         from properties.catalogue import check
 
         cluster = self.cluster
@@ -149,9 +238,9 @@ class ThroughChannel:
             self.counts["breaches"] += 1
             if len(self.breaches) < 20:
                 self.breaches.append(f"t+{cluster.clock.now_ms() // 1000}s: {violation}")
-        leader = cluster.brokers[cluster.leader() or self.ids[0]]
+        reader = cluster.brokers[cluster.leader() or self._healthy(0)]
         for key, owner in self._owner.items():
-            data = leader.value(key)
+            data = reader.value(key)
             if data is None or data.state is not ServiceUnitState.Owned or data.dst_broker != owner:
                 self.counts["mismatches"] += 1
 

@@ -68,6 +68,10 @@ def balance(
         float, typer.Option(min=0.0, help="The broker-load standard deviation the settle time is measured against.")
     ] = 0.1,
     check_every: Annotated[int, typer.Option(min=1, help="Minutes between invariant checks (channel mode).")] = 10,
+    crashes_per_hour: Annotated[
+        float, typer.Option(min=0.0, help="Channel mode: crash a running broker at this rate (restarted later).")
+    ] = 0.0,
+    down_minutes: Annotated[int, typer.Option(min=1, help="Channel mode: minutes a crashed broker stays down.")] = 5,
     png: Annotated[Path | None, typer.Option(help="Write the picture as PNG here.")] = None,
     html: Annotated[Path | None, typer.Option(help="Write the interactive HTML page here.")] = None,
 ) -> None:
@@ -98,7 +102,12 @@ def balance(
     if through_channel:
         from statechan.balance.channel import ThroughChannel
 
-        carrier = ThroughChannel(load, check_every_minutes=check_every)
+        carrier = ThroughChannel(
+            load, check_every_minutes=check_every, crashes_per_hour=crashes_per_hour, down_minutes=down_minutes
+        )
+    elif crashes_per_hour > 0:
+        err.print("--crashes-per-hour needs --through-channel (faults happen in the channel model)")
+        raise typer.Exit(2)
     result = run(config, carrier, progress=hourly)
     breaches: list[str] = []
     if carrier is not None:

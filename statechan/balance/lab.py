@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -74,17 +74,28 @@ class MoveEvent:
     transfer: bool
 
 
+Chooser = Callable[[Sequence[int]], int | None]
+"""The balancer's placement, for assignments the carrier needs on its own (a dead broker's bundles)."""
+
+
 class Carrier(Protocol):
     """Carries the balancer's decisions out."""
 
+    def bind(self, choose: Chooser) -> None: ...
     def assign(self, bundle: int, broker: int) -> None: ...
     def move(self, event: MoveEvent) -> None: ...
-    def minute(self, minute: int) -> None: ...
+    def minute(self, minute: int, owner: Ints) -> frozenset[int]:
+        """Let the minute pass; bring ``owner`` in line with where bundles really are (faults move
+        them without the balancer) and return the brokers that are down."""
+        ...
 
 
 @dataclass
 class Direct:
     """Balancer-only: the lab's ownership table is the truth, nothing else to do."""
+
+    def bind(self, choose: Chooser) -> None:
+        return None
 
     def assign(self, bundle: int, broker: int) -> None:
         return None
@@ -92,8 +103,8 @@ class Direct:
     def move(self, event: MoveEvent) -> None:
         return None
 
-    def minute(self, minute: int) -> None:
-        return None
+    def minute(self, minute: int, owner: Ints) -> frozenset[int]:
+        return frozenset()
 
 
 @dataclass
@@ -197,9 +208,11 @@ def run(
     placement = make_placement(config.placement)
     rng = np.random.default_rng([w.seed, 5])
     owner = initial_owners(w)
+    everyone = list(range(w.brokers))
+    carrier.bind(lambda candidates: placement.select(candidates, -1, data, cfg, rng))
     for bundle in range(w.bundles):
         carrier.assign(bundle, int(owner[bundle]))
-    everyone = list(range(w.brokers))
+    down: frozenset[int] = frozenset()
     minutes = w.minutes
     load = np.empty((minutes, w.brokers), dtype=np.float64)
     events: list[MoveEvent] = []
@@ -212,7 +225,7 @@ def run(
         usage = usages(w, capacity, now_load, minute)
         load[minute] = max_usage_with_weight(usage, weights)
         if minute % cfg.host_usage_check_interval_min == 0:
-            reporter.observe(now, usage, now_load, now_traffic, owner)
+            reporter.observe(now, usage, now_load, now_traffic, owner, down)
         if minute > 0 and minute % cfg.shedding_interval_min == 0:
             for bundle, at in list(data.recently_unloaded.items()):
                 if now - at > grace_ms:
@@ -222,7 +235,13 @@ def run(
                 if event is not None:
                     events.append(event)
                     carrier.move(event)
-        carrier.minute(minute)
+        now_down = carrier.minute(minute, owner)
+        if now_down != down:
+            down = now_down
+            everyone = [b for b in range(w.brokers) if b not in down]
+            for b in down:  # a broker out of the registry is out of the leader's load data
+                data.reports.pop(b, None)
+                data.preallocated.pop(b, None)
         if progress is not None and (minute + 1) % 60 == 0:
             progress(minute + 1, minutes)
     return Result(config, events, load)

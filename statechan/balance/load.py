@@ -324,8 +324,17 @@ class Reporter:
         self.throughput_ema = np.zeros(self.brokers)
         self.samples = np.zeros(n, dtype=np.int64)
 
-    def observe(self, now_ms: int, usage: Floats, load: Served, traffic: BundleTraffic, owner: Ints) -> list[int]:
-        """Take one host-usage check; return the brokers that published a report."""
+    def observe(
+        self,
+        now_ms: int,
+        usage: Floats,
+        load: Served,
+        traffic: BundleTraffic,
+        owner: Ints,
+        down: frozenset[int] = frozenset(),
+    ) -> list[int]:
+        """Take one host-usage check; return the brokers that published a report (a broker that
+        is ``down`` publishes nothing)."""
         cfg = self.config
         data = self.data
         data.now_ms = now_ms
@@ -338,6 +347,8 @@ class Reporter:
         max_age = cfg.report_max_interval_min * MINUTE_MS
         rate = load.rate_in + load.rate_out
         for b in range(self.brokers):
+            if b in down:
+                continue
             last = data.reports.get(b)
             if last is not None and now_ms - last.updated_at_ms < max_age:
                 old = np.array([float(max_usage(np.asarray(last.usage))), last.msg_rate, last.throughput])
