@@ -486,7 +486,7 @@ def _zookeeper_store(address: str) -> Callable[[Clock], Store]:
     return lambda clock: ZooKeeperStore(hosts, clock, root=("/" + root) if slash else None)
 
 
-def _writable(path: Path | None, option: str, inputs: Sequence[Path] = ()) -> None:
+def _writable(path: Path | None, option: str, inputs: Sequence[Path] = (), role: str = "an input") -> None:
     """Exit 2 before any work when an output cannot be written where asked (a long run must not
     end in a traceback with its result lost) or would overwrite one of ``inputs``
     (:func:`statechan.traces.check_output`); ``option`` names it in the message."""
@@ -495,7 +495,7 @@ def _writable(path: Path | None, option: str, inputs: Sequence[Path] = ()) -> No
     if path is None:
         return
     try:
-        check_output(path, inputs, option)
+        check_output(path, inputs, option, role)
     except ValueError as exc:
         _usage_error(str(exc))
 
@@ -557,7 +557,7 @@ def simulate_command(
         err.print(f"[red]error:[/red] --variant: unknown {variant!r}; choose from {', '.join(VARIANTS)}")
         raise typer.Exit(2)
     _writable(trace, "--trace")
-    _writable(save_run, "--save-run", [trace] if trace else [])
+    _writable(save_run, "--save-run", [trace] if trace else [], "the --trace file")
     if namespaces * bundles > MAX_BUNDLES:
         _usage_error(
             f"--namespaces {namespaces} × --bundles {bundles}: at most {MAX_BUNDLES:,} bundles "
@@ -720,7 +720,7 @@ def check_command(
         err.print(f"[red]error:[/red] --variant: unknown {variant!r}; choose from {', '.join(VARIANTS)}")
         raise typer.Exit(2)
     _writable(save_run, "--save-run")
-    _writable(graph, "--graph", [save_run] if save_run else [])
+    _writable(graph, "--graph", [save_run] if save_run else [], "the --save-run file")
     cluster_ids = simulation_ids()
     unknown_ids = sorted(set(skip or ()) - set(cluster_ids))
     if unknown_ids:

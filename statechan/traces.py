@@ -583,10 +583,12 @@ def convert(source: str | Path, destination: str | Path, stats: ReadStats | None
 
 
 # -- outputs --------------------------------------------------------------------------------------------
-def check_output(path: str | Path, inputs: Iterable[str | Path] = (), what: str = "output") -> None:
+def check_output(
+    path: str | Path, inputs: Iterable[str | Path] = (), what: str = "output", role: str = "an input"
+) -> None:
     """Fail before any work, in one line naming ``what``, on an output that cannot be written
     where asked: its folder missing, a folder in its place, or one of ``inputs`` (resolved paths:
-    an output must never overwrite what is being read)."""
+    an output must never overwrite what is being read, nor another output; ``role`` says which)."""
     p = Path(path)
     if not p.parent.is_dir():
         raise ValueError(f"{what} {p}: no such directory {p.parent}")
@@ -595,7 +597,7 @@ def check_output(path: str | Path, inputs: Iterable[str | Path] = (), what: str 
     target = p.resolve()
     for source in inputs:
         if Path(source).resolve() == target:
-            raise ValueError(f"{what} {p}: is an input ({source}); writing it would destroy it")
+            raise ValueError(f"{what} {p}: is {role} ({source}); writing it would destroy it")
 
 
 _SUFFIXES = (".jsonl.gz", ".quarantine.jsonl", ".jsonl", ".parquet", ".json")

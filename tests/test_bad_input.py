@@ -606,3 +606,21 @@ def test_a_version_beyond_a_java_long_is_refused_by_resolve_too() -> None:
     result = RUNNER.invoke(app, ["resolve", "--prev", "null", "--new", big])
     assert result.exit_code == 2
     assert "out of range of a Java long" in " ".join(result.output.split())
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["simulate", "--hours", "0.01", "--trace", "{out}", "--save-run", "{out}"],
+            "--save-run {out}: is the --trace file",
+        ),
+        (["check", "--save-run", "{out}", "--graph", "{out}"], "--graph {out}: is the --save-run file"),
+    ],
+)
+def test_two_outputs_of_one_command_may_not_be_one_file(tmp_path: Path, argv: list[str], message: str) -> None:
+    out = tmp_path / "same.dot"
+    result = RUNNER.invoke(app, [a.replace("{out}", str(out)) for a in argv])
+    assert result.exit_code == 2, result.output
+    assert message.replace("{out}", str(out)) in " ".join(result.output.split())
+    assert not out.exists()
