@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -11,11 +12,12 @@ from typer.testing import CliRunner
 
 from statechan.balance.channel import ThroughChannel
 from statechan.balance.cli import app
-from statechan.balance.lab import LabConfig, MoveEvent, Result, Verdict, run
+from statechan.balance.lab import Direct, LabConfig, MoveEvent, Result, Verdict, run
 from statechan.balance.load import (
     MINUTE_MS,
     NUM_SHORT_SAMPLES,
     BundleTraffic,
+    Ints,
     Reporter,
     Served,
     Traffic,
@@ -128,6 +130,24 @@ def test_crashes_move_bundles_without_the_balancer_and_the_lab_follows() -> None
     assert counts["crashes"] > 0
     assert counts["moved_by_channel"] > 0
     assert counts["breaches"] == 0, carrier.breaches
+
+
+@dataclass
+class _OneDown(Direct):
+    """Balancer-only, with broker 0 down from the first minute on and its bundles on broker 1
+    (as the leader's clean-up would have put them)."""
+
+    def minute(self, minute: int, owner: Ints) -> frozenset[int]:
+        owner[owner == 0] = 1
+        return frozenset({0})
+
+
+def test_a_down_broker_gets_no_bundle() -> None:
+    # fewer bundles per namespace than brokers: most namespaces have none on the last broker
+    sparse = SMALL.model_copy(update={"namespaces": 24, "bundles_per_namespace": 5, "bursts_per_hour": 60.0})
+    result = run(LabConfig(workload=sparse), _OneDown())
+    assert result.events
+    assert all(e.destination != 0 for e in result.events)
 
 
 def _result(moves: list[tuple[int, int]], hours: float = 4.0) -> Result:

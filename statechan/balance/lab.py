@@ -268,7 +268,7 @@ def _carry_out(
             chosen = placement.select(everyone, move.bundle, data, cfg, rng)
         else:
             mates = owner[namespace == namespace[move.bundle]]
-            counts = np.bincount(mates[mates >= 0], minlength=len(everyone))
+            counts = np.bincount(mates[mates >= 0], minlength=config.workload.brokers)
             chosen = modular_select(placement, everyone, [int(c) for c in counts], move.bundle, data, cfg, rng)
         if chosen is None:
             return None
