@@ -22,14 +22,6 @@ from typing import ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from properties.catalogue import (
-    Violation,
-    check,
-    check_trace,
-    cleanup_bound_ms,
-    simulation_ids,
-    simulation_settings,
-)
 from statechan.cluster import Cluster, SimConfig, StoreKind
 from statechan.cluster.actions import (
     Action,
@@ -53,6 +45,14 @@ from statechan.cluster.actions import (
 )
 from statechan.cluster.runfile import save_run
 from statechan.cluster.timeline import build_timeline, format_timeline
+from statechan.invariants.catalogue import (
+    Violation,
+    check,
+    check_trace,
+    cleanup_bound_ms,
+    simulation_ids,
+    simulation_settings,
+)
 
 RUNS_DIR_ENV = "STATECHAN_RUNS_DIR"
 DEFAULT_RUNS_DIR = ".hypothesis/statechan-runs"

@@ -2,7 +2,7 @@
 
 Records are partitioned by namespace (every record invariant is namespace-local), sorted by
 offset within each, and replayed through the library's resolver and the property catalogue's
-record invariants (:mod:`properties.replay`); with view records (or ``--history``) each
+record invariants (:mod:`statechan.invariants.replay`); with view records (or ``--history``) each
 bundle's records also go through the catalogue's history invariants. Nothing is restated here.
 Two engines share the per-record code: ``spark`` (PySpark, ``local[*]`` by default, any master
 for a cluster) and ``local`` (one Python process, for small traces and as the benchmark's baseline).
@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from properties.catalogue import (
+from statechan.invariants.catalogue import (
     CATALOGUE,
     check_history,
     histories_from_trace,
@@ -39,7 +39,7 @@ from properties.catalogue import (
     record_checks,
     record_ids,
 )
-from properties.replay import (
+from statechan.invariants.replay import (
     CLEANUP_TIMEOUT_MS,
     IN_FLIGHT_TIMEOUT_MS,
     TOMBSTONE_TIMEOUT_MS,
@@ -703,26 +703,23 @@ def spark_session(
 
 
 def code_zip(folder: Path | None = None) -> Path:
-    """``statechan`` and ``properties`` (with the built-in models inside, as a wheel has them) as
-    one zip for Spark's executors: given to ``addPyFile``, the Python workers import the driver's
-    own code, so a cluster's nodes need only the dependencies. Named by its content (Spark refuses
-    a second file of the same name with other content; the same content is one file), kept in
-    :func:`private_cache` (or ``folder``), and reused only when its bytes hash to this code's."""
+    """``statechan`` (with the built-in models inside, as a wheel has them; the invariant catalogue
+    is part of it) as one zip for Spark's executors: given to ``addPyFile``, the Python workers
+    import the driver's own code, so a cluster's nodes need only the dependencies. Named by its
+    content (Spark refuses a second file of the same name with other content; the same content is
+    one file), kept in :func:`private_cache` (or ``folder``), and reused only when its bytes hash to
+    this code's."""
     import hashlib
     import io
     import zipfile
 
-    import properties
     import statechan
     from statechan.model import builtin_model_files
 
     members: dict[str, bytes] = {}
-    for package in (statechan, properties):
-        root = Path(package.__file__ or "").parent
-        for path in sorted(root.rglob("*.py")):
-            if package is properties and path.name.startswith("test_"):
-                continue  # the Hypothesis bench's test modules, as the wheel leaves them out
-            members[f"{root.name}/{path.relative_to(root).as_posix()}"] = path.read_bytes()
+    root = Path(statechan.__file__ or "").parent
+    for path in sorted(root.rglob("*.py")):
+        members[f"{root.name}/{path.relative_to(root).as_posix()}"] = path.read_bytes()
     for name, file in builtin_model_files().items():
         members[f"statechan/models/{name}.toml"] = file.read_bytes()
     buffer = io.BytesIO()

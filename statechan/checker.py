@@ -747,8 +747,8 @@ def check(
     visitor: Visitor | None = None,
 ) -> CheckResult:
     """Explore every run within ``bounds`` breadth first; stop at the first broken invariant."""
-    from properties.catalogue import check as check_invariants
-    from properties.catalogue import simulation_ids
+    from statechan.invariants.catalogue import check as check_invariants
+    from statechan.invariants.catalogue import simulation_ids
 
     bounds = bounds if bounds is not None else Bounds()
     if variant not in VARIANTS:

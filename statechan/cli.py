@@ -16,13 +16,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from properties.replay import CLEANUP_TIMEOUT_MS, IN_FLIGHT_TIMEOUT_MS, TOMBSTONE_TIMEOUT_MS
 from statechan.audit import EXAMPLES_MAX, TIMEOUT_MAX_S
 from statechan.checker import Bounds, counted
 from statechan.clock import Clock
 from statechan.cluster.config import VARIANTS
 from statechan.docs import stale_docs, write_docs
 from statechan.graph import check_graph, dot, mermaid
+from statechan.invariants.replay import CLEANUP_TIMEOUT_MS, IN_FLIGHT_TIMEOUT_MS, TOMBSTONE_TIMEOUT_MS
 from statechan.model import DEFAULT_MODEL, ModelError, ProtocolModel, builtin_model_names, load_model
 from statechan.resolver import Verdict, resolve
 from statechan.states import ServiceUnitState, StorageType
@@ -461,7 +461,7 @@ class StoreChoice(enum.Enum):
 
 
 def _invariant_checker(every: int) -> tuple[Callable[[Cluster], list[str]], int]:
-    from properties.catalogue import check as check_invariants
+    from statechan.invariants.catalogue import check as check_invariants
 
     def checker(cluster: Cluster) -> list[str]:
         return [str(v) for v in check_invariants(cluster.observe())]
@@ -471,7 +471,7 @@ def _invariant_checker(every: int) -> tuple[Callable[[Cluster], list[str]], int]
 
 def _history_checker(cluster: Cluster) -> list[str]:
     """The history invariants over everything the cluster recorded."""
-    from properties.catalogue import check_trace, simulation_ids, simulation_settings
+    from statechan.invariants.catalogue import check_trace, simulation_ids, simulation_settings
 
     settings = simulation_settings(cluster.config, cluster.storage, cluster.model.name)
     found = check_trace(cluster.trace, cluster.storage, cluster.model.name, simulation_ids(), settings)
@@ -709,11 +709,11 @@ def check_command(
     Breadth first, so a counterexample is a shortest one; every cluster invariant is checked on
     every state, and every state must still be able to settle (liveness). Exit 0 when nothing
     breaks, 1 on a counterexample."""
-    from properties.catalogue import simulation_ids
     from statechan.checker import check, graph_text
     from statechan.cluster.config import StoreKind
     from statechan.cluster.runfile import save_run as write_run
     from statechan.cluster.timeline import build_timeline, format_timeline
+    from statechan.invariants.catalogue import simulation_ids
     from statechan.traces import atomic_output, write_text_atomically
 
     if variant not in VARIANTS:

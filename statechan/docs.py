@@ -65,7 +65,7 @@ def state_graph_page() -> str:
 
 def generated_files() -> dict[str, str]:
     """Relative path under ``docs/`` -> contents, for every generated file."""
-    from properties.catalogue import catalogue_page  # the checking layer, imported only here
+    from statechan.invariants.catalogue import catalogue_page  # the checking layer, imported only here
 
     files = {"state-graph.md": state_graph_page(), "catalogue.md": catalogue_page(GENERATED_NOTE)}
     for name in builtin_model_names():

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from properties.catalogue import check_trace, history_ids
 from statechan.audit import AuditReport, AuditSettings, audit, spark_session
 from statechan.cli import app
 from statechan.cluster import Cluster
 from statechan.cluster.runfile import load_run
+from statechan.invariants.catalogue import check_trace, history_ids
 from statechan.tracegen import PLANT_KINDS, GenStats, generate, write_generated
 from statechan.traces import convert, write_records
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import pydantic
 import pytest
 
-from properties.catalogue import check, check_trace
 from statechan import ServiceUnitState, ServiceUnitStateData, StorageType
 from statechan.cluster import (
     ChannelConfig,
@@ -26,6 +25,7 @@ from statechan.cluster import (
     Unload,
 )
 from statechan.cluster.sim import LEADER, REGISTRY, Broker
+from statechan.invariants.catalogue import check, check_trace
 
 S = ServiceUnitState
 B1, B2, B3 = "broker-1:8080", "broker-2:8080", "broker-3:8080"

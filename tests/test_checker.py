@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from properties.catalogue import simulation_ids
 from statechan.checker import (
     Bounds,
     CheckResult,
@@ -26,6 +25,7 @@ from statechan.checker import (
 from statechan.cli import app
 from statechan.cluster import Cluster, Lookup, RunTask, SimConfig, StoreKind
 from statechan.cluster.actions import Deliver
+from statechan.invariants.catalogue import simulation_ids
 
 runner = CliRunner()
 SMALL = Bounds(brokers=2, bundles=1, lookups=1, admin=1, ticks=2)
@@ -344,8 +344,8 @@ def _reference_search(
     byte for byte the same (no abstraction at all), named by each of ``fingerprints`` with the
     budgets left: what the checker must reach, abstraction for abstraction. Also whether any
     state broke an invariant."""
-    from properties.catalogue import check as check_invariants
     from statechan.checker import _Freezer, budget_kind, checker_config
+    from statechan.invariants.catalogue import check as check_invariants
 
     root = Cluster(checker_config(bounds, store, variant), picks=[])
     root.trace.clear()

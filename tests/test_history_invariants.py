@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from properties.catalogue import check_history, histories_from_trace
+from statechan.invariants.catalogue import check_history, histories_from_trace
 from statechan.states import StorageType
 
 KEY = "t/ns/0x00000000_0xffffffff"

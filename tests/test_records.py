@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from properties.catalogue import CATALOGUE, replay_trace
-from properties.replay import ReplaySettings
+from statechan.invariants.catalogue import CATALOGUE, replay_trace
+from statechan.invariants.replay import ReplaySettings
 
 NS = "t/ns"
 A = f"{NS}/0x00000000_0x80000000"
@@ -281,8 +281,8 @@ def test_the_auditor_ids_are_record_forms_in_the_catalogue() -> None:
 def test_the_looks_at_shortcut_changes_no_result() -> None:
     """The replay skips a check for states it does not look at; calling every check on every
     event must find the same violations (on a generated trace with every kind planted)."""
-    from properties.catalogue import record_checks
-    from properties.replay import RecordChecks, TraceReplay
+    from statechan.invariants.catalogue import record_checks
+    from statechan.invariants.replay import RecordChecks, TraceReplay
     from statechan.tracegen import PLANT_KINDS, generate
 
     trace, _ = generate(20_000, seed=6, plant=dict.fromkeys(PLANT_KINDS, 2))
@@ -296,8 +296,8 @@ def test_the_looks_at_shortcut_changes_no_result() -> None:
     assert any(looks is not None for _, looks in shortcut.steps)
 
     def run(checks: RecordChecks) -> list[str]:
-        from properties.catalogue import registry_from_trace
-        from properties.replay import light
+        from statechan.invariants.catalogue import registry_from_trace
+        from statechan.invariants.replay import light
         from statechan.values import ServiceUnitStateData
 
         replay = TraceReplay(checks, ReplaySettings(), registry_from_trace(records))
@@ -320,7 +320,7 @@ def test_the_registry_answers_the_same_in_any_order_of_questions() -> None:
     import bisect
     import random
 
-    from properties.replay import Registry
+    from statechan.invariants.replay import Registry
 
     rng = random.Random(7)
     events = []

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from properties.catalogue import check
 from statechan import ServiceUnitState
 from statechan.cli import app
 from statechan.cluster import Cluster, Lookup, SimConfig, StoreKind
 from statechan.cluster.runfile import RunFileError, load_run, replay, save_run
 from statechan.cluster.runner import Simulation, Workload
+from statechan.invariants.catalogue import check
 
 STABLE = {ServiceUnitState.Owned, ServiceUnitState.Free}
 FAULTY = Workload(

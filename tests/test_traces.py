@@ -10,11 +10,11 @@ import pydantic
 import pytest
 from typer.testing import CliRunner
 
-from properties.catalogue import check_trace
 from statechan import ServiceUnitState, ServiceUnitStateData
 from statechan.cli import app
 from statechan.cluster import SimConfig
 from statechan.cluster.runner import Simulation
+from statechan.invariants.catalogue import check_trace
 from statechan.traces import (
     ReadStats,
     json_schema,

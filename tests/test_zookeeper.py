@@ -156,9 +156,9 @@ def test_a_simulated_cluster_on_real_zookeeper_captures_and_audits_clean(zk: str
     """The channel, the registry and the leader election run unchanged on ZooKeeper through a
     faulty simulated half hour; what `capture zk` then reads is every bundle's last value and
     audits clean."""
-    from properties.catalogue import check
     from statechan.cluster import SimConfig, StoreKind
     from statechan.cluster.runner import Simulation, Workload
+    from statechan.invariants.catalogue import check
     from statechan.stores.syncer import store_keys
     from statechan.stores.tableview import path_of
     from statechan.stores.zookeeper import ZooKeeperStore

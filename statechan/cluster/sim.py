@@ -15,7 +15,7 @@ import heapq
 import json
 import random
 from collections import Counter, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
@@ -51,6 +51,7 @@ from statechan.cluster.config import (
 from statechan.cluster.placement import BrokerLoad, make_placement
 from statechan.keys import Bundle, namespace_bundles, parse_key
 from statechan.model import load_model
+from statechan.observation import LookupAnswer, Observation
 from statechan.resolver import Verdict
 from statechan.states import ServiceUnitState, StorageType
 from statechan.stores.metadata import (
@@ -127,22 +128,6 @@ class Task:
 
     def describe(self) -> str:
         return f"{self.kind} {self.key}" + (f" -> {self.target}" if self.target else "")
-
-
-@dataclass(frozen=True)
-class LookupAnswer:
-    """What a broker answered a client: an owner, nobody (``owner`` None), or an error."""
-
-    time: int
-    broker: str
-    bundle: str
-    owner: str | None
-    error: str | None
-    owner_registered: bool
-    deferred: bool
-    redirect: bool = False
-    """An in-flight bundle's destination, given at once without the active-owner check (Pulsar
-    redirects clients early so the source never blocks); not an ownership answer."""
 
 
 @dataclass(order=True)
@@ -740,36 +725,6 @@ class Broker:
                 "accepted": True,
             }
         )
-
-
-@dataclass(frozen=True)
-class Observation:
-    """A cluster as the invariants see it at one step."""
-
-    time: int
-    step: int
-    views: dict[str, Mapping[str, ServiceUnitStateData]]
-    serving: dict[str, set[str]]
-    started: set[str]
-    connected: set[str]
-    registered: set[str]
-    unregistered_at: dict[str, int]
-    leader: str | None
-    leader_since: int | None
-    """Since when the elected leader has been running, connected and acting (None: no such leader)."""
-    acting_leaders: set[str]
-    answers: tuple[LookupAnswer, ...]
-    """The lookup answers the last step gave (every answer is in one step's observation)."""
-    bundles: frozenset[str]
-    quiescent: bool
-    config: SimConfig
-    syncer_differences: int | None
-    timers_overdue: bool = False
-    """A timer's due time has passed without it firing (after a ``wait``): time bounds do not apply."""
-    departed: frozenset[str] = frozenset()
-    """Brokers whose graceful shutdown completed (and that have not started again)."""
-    failed_splits: frozenset[str] = frozenset()
-    """Parents whose split gave up after its retries (left Splitting for the leader, as in Pulsar)."""
 
 
 class _Picks(random.Random):

@@ -1,0 +1,432 @@
+"""Replaying channel records, a namespace at a time, for the record invariants.
+
+A record history is what a reader of the channel saw: every record, in log order, offered to the
+library's resolver. The replay keeps, per namespace, what a reader holds for each key and since
+when, and shows the record invariants three kinds of event:
+
+- a :class:`Step`: an accepted record (what the key held before, what it holds now);
+- a :class:`Dwell`: a state a key held from one time until the next accepted record changed it,
+  or until the trace's last time;
+- a :class:`Deadline`: the clean-up bound after a broker unregistered has passed.
+
+The invariants themselves are pure functions in :mod:`statechan.invariants.catalogue`; this module only
+feeds them. Namespaces are independent, so a trace can be replayed in any interleaving of its
+namespaces (the auditor replays them in parallel); within one, records go in offset order.
+"""
+
+from __future__ import annotations
+
+import bisect
+import enum
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from statechan.invariants.violation import Violation
+from statechan.keys import Bundle, parse_key
+from statechan.model import DEFAULT_MODEL, load_model
+from statechan.resolver import Reason, decide, rules_for
+from statechan.states import ServiceUnitState, StorageType
+from statechan.values import ServiceUnitStateData, ValueView, is_blank
+
+IN_FLIGHT_TIMEOUT_MS = 90_000
+"""Pulsar's 30 s in-flight wait plus its 60 s monitor period."""
+CLEANUP_TIMEOUT_MS = 300_000
+"""After a broker unregisters, until its bundles have moved."""
+TOMBSTONE_TIMEOUT_MS = 3_660_000
+"""Free or Deleted until the leader tombstones it: the 3,600 s delay plus a monitor period."""
+_NEVER = float("inf")
+
+
+class ReplaySettings(BaseModel):
+    """The thresholds of the time-based record invariants, and the resolver to replay through."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    storage: StorageType = StorageType.SystemTopic
+    model: str = DEFAULT_MODEL
+    in_flight_timeout_ms: int = Field(IN_FLIGHT_TIMEOUT_MS, gt=0)
+    cleanup_timeout_ms: int = Field(CLEANUP_TIMEOUT_MS, gt=0)
+    tombstone_timeout_ms: int = Field(TOMBSTONE_TIMEOUT_MS, gt=0)
+
+
+class Value(NamedTuple):
+    """A channel value as a plain tuple (a :class:`~statechan.values.ValueView`), cheap to build."""
+
+    state: ServiceUnitState
+    dst_broker: str | None
+    source_broker: str | None
+    force: bool
+    version_id: int
+    split_children: tuple[str, ...] = ()
+
+
+def light(value: ServiceUnitStateData | None) -> Value | None:
+    """A validated value as a :class:`Value`."""
+    if value is None:
+        return None
+    return Value(
+        value.state, value.dst_broker, value.source_broker, value.force, value.version_id, value.split_children
+    )
+
+
+def holder(value: ValueView) -> str | None:
+    """The broker a value ties the bundle to: its destination, else (unload, split) its source."""
+    return value.source_broker if is_blank(value.dst_broker) else value.dst_broker
+
+
+class Held(NamedTuple):
+    """What a reader holds for a key, and since when it has been in that state."""
+
+    value: ValueView
+    since_time: int
+    since_offset: int
+
+
+class Step(NamedTuple):
+    """An accepted record: the key held ``prev`` (None: nothing) and now holds ``value`` (None: tombstone)."""
+
+    key: str
+    bundle: Bundle
+    offset: int
+    time: int
+    prev: Held | None
+    value: ValueView | None
+    reason: Reason
+
+
+class Dwell(NamedTuple):
+    """A key held ``value`` from ``since_time`` until ``until_time`` (``until_offset`` None: the trace's end)."""
+
+    key: str
+    value: ValueView
+    since_time: int
+    since_offset: int
+    until_time: int
+    until_offset: int | None
+
+
+@dataclass(frozen=True, order=True)
+class Deadline:
+    """``due``: the clean-up bound after ``broker`` unregistered at ``time`` (offset ``offset``)."""
+
+    due: int
+    broker: str
+    time: int
+    offset: int
+
+
+class Registry:
+    """Broker registrations over the trace, answered by offset or by time.
+
+    A broker whose first event is ``unregistered`` was registered before the trace began.
+    """
+
+    def __init__(self, events: Iterable[tuple[int, int, str, bool]] = ()) -> None:
+        """``events``: (offset, time, broker, registered) in any order."""
+        by_broker: dict[str, list[tuple[int, int, bool]]] = {}
+        for offset, time, broker, registered in events:
+            by_broker.setdefault(broker, []).append((offset, time, registered))
+        self._offsets: dict[str, list[int]] = {}
+        self._times: dict[str, list[int]] = {}
+        self._states: dict[str, list[bool]] = {}
+        self.unregistrations: list[tuple[int, int, str]] = []
+        for broker, history in by_broker.items():
+            history.sort()
+            self._offsets[broker] = [o for o, _, _ in history]
+            self._times[broker] = [t for _, t, _ in history]
+            self._states[broker] = [r for _, _, r in history]
+            self.unregistrations.extend((o, t, broker) for o, t, r in history if not r)
+        self.unregistrations.sort()
+        self.present = bool(self._offsets)
+        """Whether the trace has registry records at all (the registry checks are skipped without)."""
+        self._answered: dict[str, tuple[float, float, bool]] = {}
+        """Per broker, the last answer and the offsets (after, up to) it holds for: a replay asks
+        in offset order, so one registration interval answers most questions."""
+
+    def registered_at(self, broker: str | None, offset: int) -> bool:
+        """Whether ``broker`` is registered when the record at ``offset`` is written."""
+        name = broker or ""
+        answered = self._answered.get(name)
+        if answered is not None and answered[0] < offset <= answered[1]:
+            return answered[2]
+        offsets = self._offsets.get(name)
+        if offsets is None:
+            return False
+        states = self._states[name]
+        i = bisect.bisect_left(offsets, offset)
+        registered = states[i - 1] if i > 0 else not states[0]
+        after = offsets[i - 1] if i > 0 else -_NEVER
+        self._answered[name] = (after, offsets[i] if i < len(offsets) else _NEVER, registered)
+        return registered
+
+    def registers_again(self, broker: str, after_offset: int, until: int) -> bool:
+        """Whether ``broker`` registers again after the event at ``after_offset``, by time ``until``
+        (the same millisecond counts: a session re-established at once)."""
+        offsets, times, states = (
+            self._offsets.get(broker, []),
+            self._times.get(broker, []),
+            self._states.get(broker, []),
+        )
+        i = bisect.bisect_right(offsets, after_offset)
+        while i < len(times) and times[i] <= until:
+            if states[i]:
+                return True
+            i += 1
+        return False
+
+    def deadlines(self, timeout_ms: int) -> list[Deadline]:
+        return sorted(Deadline(t + timeout_ms, b, t, o) for o, t, b in self.unregistrations)
+
+
+StepCheck = Callable[[Step, "Namespace"], list[Violation]]
+DwellCheck = Callable[[Dwell, "Namespace"], list[Violation]]
+DeadlineCheck = Callable[[Deadline, "Namespace"], list[Violation]]
+
+
+Looks = tuple[str, ...] | None
+"""The values a step or dwell invariant looks at: state names, ``active``, ``in-flight``, and for
+steps ``tombstone`` and ``becomes-active`` (from nothing or an inactive state into an active one);
+None for every one. The replay calls a check only for those (a declared shortcut for speed: each
+check still guards itself, and is correct called on anything)."""
+
+
+FiresAfter = Callable[[ReplaySettings], int] | None
+"""For a dwell invariant, the longest dwell (ms, from the settings) it never fires on: the replay
+does not call it for a dwell that short or shorter (a declared shortcut, like :data:`Looks`)."""
+
+
+@dataclass(frozen=True)
+class RecordChecks:
+    """The record invariants to run, by the event each looks at."""
+
+    steps: tuple[tuple[StepCheck, Looks], ...] = ()
+    dwells: tuple[tuple[DwellCheck, Looks, FiresAfter], ...] = ()
+    deadlines: tuple[DeadlineCheck, ...] = ()
+
+
+Dispatch = dict[enum.Enum | None, dict[enum.Enum | None, tuple[Any, ...]]]
+"""For each held state (None: nothing held), for each new state (None: a tombstone), the checks
+to call, in declaration order."""
+
+
+def _dispatch(
+    checks: Sequence[tuple[Any, Looks]],
+    states: Iterable[enum.Enum],
+    active: frozenset[enum.Enum],
+    in_flight: frozenset[enum.Enum],
+) -> Dispatch:
+    """Which checks look at each (held state, state) pair: a dwell's state is the one it held, a
+    step's the one it takes."""
+
+    def looks(names: Looks, held: enum.Enum | None, state: enum.Enum | None) -> bool:
+        if names is None:
+            return True
+        if state is None:
+            return "tombstone" in names
+        return (
+            state.name in names
+            or ("active" in names and state in active)
+            or ("in-flight" in names and state in in_flight)
+            or ("becomes-active" in names and state in active and held not in active)
+        )
+
+    everything = [*states, None]
+    return {
+        held: {state: tuple(c for c, names in checks if looks(names, held, state)) for state in everything}
+        for held in everything
+    }
+
+
+@dataclass
+class Namespace:
+    """One namespace's replay state: what the invariants may read (they never write it)."""
+
+    name: str
+    settings: ReplaySettings
+    registry: Registry
+    active_states: frozenset[enum.Enum]
+    in_flight_states: frozenset[enum.Enum]
+    held: dict[str, Held] = field(default_factory=dict)
+    bundles: dict[str, Bundle] = field(default_factory=dict)
+    active: set[str] = field(default_factory=set)
+    """Keys held in an active state."""
+    deleted_at: dict[str, int] = field(default_factory=dict)
+    """Keys with an accepted Deleted since their last tombstone: the offset of the first."""
+    owned_at: dict[str, int] = field(default_factory=dict)
+    """The offset of each key's last accepted Owned record."""
+
+
+_OWNED = ServiceUnitState.Owned
+_DELETED = ServiceUnitState.Deleted
+_new = tuple.__new__
+"""Builds a NamedTuple from a tuple without the Python-level ``__new__``: the replay builds
+several per record, millions of times."""
+
+
+class ReplayPlan:
+    """What every namespace's replay derives from the checks, settings and registry: worked out
+    once per trace, not once per namespace."""
+
+    def __init__(self, checks: RecordChecks, settings: ReplaySettings, registry: Registry) -> None:
+        model = load_model(settings.model)
+        self.checks, self.settings, self.registry = checks, settings, registry
+        self.active, self.in_flight = model.active, model.in_flight
+        self.rules = rules_for(settings.storage, settings.model)
+        self.deadlines: Sequence[Deadline] = registry.deadlines(settings.cleanup_timeout_ms) if checks.deadlines else ()
+        self.steps: Dispatch = _dispatch(checks.steps, model.states, model.active, model.in_flight)
+        # a dwell's checks depend on the state it held alone: one row of the dispatch (its held axis unused)
+        self.dwells: dict[enum.Enum | None, tuple[DwellCheck, ...]] = _dispatch(
+            [(c, looks) for c, looks, _ in checks.dwells], model.states, model.active, model.in_flight
+        )[None]
+        after = {c: -1 if fires_after is None else fires_after(settings) for c, _, fires_after in checks.dwells}
+        self.dwell_floor: dict[enum.Enum | None, int] = {
+            s: min((after[c] for c in chosen), default=-1) for s, chosen in self.dwells.items()
+        }
+        """For each held state, the longest dwell none of its checks fires on."""
+
+
+class NamespaceReplay:
+    """Offer one namespace's channel records in offset order; collect what the checks report."""
+
+    def __init__(
+        self,
+        name: str,
+        checks: RecordChecks,
+        settings: ReplaySettings | None = None,
+        registry: Registry | None = None,
+        reasons: Counter[Reason] | None = None,
+        plan: ReplayPlan | None = None,
+    ) -> None:
+        plan = plan or ReplayPlan(checks, settings or ReplaySettings(), registry or Registry())
+        self.state = Namespace(name, plan.settings, plan.registry, plan.active, plan.in_flight)
+        self.checks = checks
+        self.rules = plan.rules
+        self.reasons: Counter[Reason] = reasons if reasons is not None else Counter()
+        self._deadlines = plan.deadlines
+        self._next_deadline = 0
+        self._next_due: float = self._deadlines[0].due if self._deadlines else _NEVER
+        """The due time of the next deadline to fire (a record later than it fires it)."""
+        self._steps = plan.steps
+        self._dwells = plan.dwells
+        self._dwell_floor = plan.dwell_floor
+
+    def _due(self, now: int) -> list[Violation]:
+        """Fire the deadlines passed before ``now`` (the namespace's state is as it was then)."""
+        found: list[Violation] = []
+        deadlines, i = self._deadlines, self._next_deadline
+        while i < len(deadlines) and deadlines[i].due < now:
+            for check in self.checks.deadlines:
+                found.extend(check(deadlines[i], self.state))
+            i += 1
+        self._next_deadline = i
+        self._next_due = deadlines[i].due if i < len(deadlines) else _NEVER
+        return found
+
+    def offer(
+        self, key: str, offset: int, time: int, value: ValueView | None, bundle: Bundle | None = None
+    ) -> list[Violation]:
+        """Replay one channel record; returns the violations it shows."""
+        ns = self.state
+        found = self._due(time) if time > self._next_due else []
+        held_by_key = ns.held
+        held = held_by_key.get(key)
+        if held is None:
+            held_value = held_state = None
+        else:
+            held_value = held.value
+            held_state = held_value.state
+        verdict = decide(self.rules, held_value, value)
+        reason = verdict.reason
+        self.reasons[reason] += 1
+        if not verdict.accepted:
+            return found
+        if bundle is None:
+            bundle = ns.bundles.get(key) or parse_key(key)
+        if held is None:
+            ns.bundles[key] = bundle
+        state = None if value is None else value.state
+        step_checks = self._steps[held_state][state]
+        if step_checks:
+            step = _new(Step, (key, bundle, offset, time, held, value, reason))
+            for step_check in step_checks:
+                shown = step_check(step, ns)
+                if shown:
+                    found.extend(shown)
+        if held is not None:
+            if held_state is state:
+                held_by_key[key] = _new(Held, (value, held.since_time, held.since_offset))
+                if state is _OWNED:
+                    ns.owned_at[key] = offset
+                return found
+            dwell_checks = self._dwells[held_state]
+            if dwell_checks and time - held.since_time > self._dwell_floor[held_state]:
+                dwell = _new(Dwell, (key, held_value, held.since_time, held.since_offset, time, offset))
+                for dwell_check in dwell_checks:
+                    shown = dwell_check(dwell, ns)
+                    if shown:
+                        found.extend(shown)
+        if state is None:
+            held_by_key.pop(key, None)
+            ns.active.discard(key)
+            ns.deleted_at.pop(key, None)
+            return found
+        held_by_key[key] = _new(Held, (value, time, offset))
+        active_states = ns.active_states
+        if state in active_states:
+            if held_state not in active_states:
+                ns.active.add(key)
+        elif held_state in active_states:
+            ns.active.discard(key)
+        if state is _OWNED:
+            ns.owned_at[key] = offset
+        elif state is _DELETED:
+            ns.deleted_at.setdefault(key, offset)
+        return found
+
+    def finish(self, end_time: int) -> list[Violation]:
+        """The trace ended at ``end_time``: close every state still held, fire the deadlines passed."""
+        ns = self.state
+        found = self._due(end_time)
+        for key, held in sorted(ns.held.items()):
+            dwell = Dwell(key, held.value, held.since_time, held.since_offset, end_time, None)
+            for check in self._dwells[held.value.state]:
+                found.extend(check(dwell, ns))
+        return found
+
+
+class TraceReplay:
+    """Every namespace of a trace, records offered in offset order (interleaved as they come)."""
+
+    def __init__(self, checks: RecordChecks, settings: ReplaySettings | None = None, registry: Registry | None = None):
+        self.checks = checks
+        self.settings = settings or ReplaySettings()
+        self.registry = registry or Registry()
+        self.reasons: Counter[Reason] = Counter()
+        self.namespaces: dict[str, NamespaceReplay] = {}
+        self.namespaces_seen = 0
+        self._plan = ReplayPlan(checks, self.settings, self.registry)
+
+    def namespace_of(self, key: str) -> tuple[NamespaceReplay, Bundle]:
+        """The replay of the key's namespace (begun if new) and the key's bundle."""
+        bundle = parse_key(key)
+        replay = self.namespaces.get(bundle.namespace)
+        if replay is None:
+            replay = NamespaceReplay(bundle.namespace, self.checks, reasons=self.reasons, plan=self._plan)
+            self.namespaces[bundle.namespace] = replay
+            self.namespaces_seen += 1
+        return replay, bundle
+
+    def offer(self, key: str, offset: int, time: int, value: ValueView | None) -> list[Violation]:
+        replay, bundle = self.namespace_of(key)
+        return replay.offer(key, offset, time, value, bundle)
+
+    def finish(self, end_time: int) -> list[Violation]:
+        """Finish every namespace still open: the trace ended at ``end_time`` (its last record's
+        time, whatever its kind)."""
+        found: list[Violation] = []
+        for name in sorted(self.namespaces):
+            found.extend(self.namespaces[name].finish(end_time))
+        return found

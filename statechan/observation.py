@@ -1,0 +1,60 @@
+"""What the invariants see of a cluster at one step: the observation type every engine produces
+and the catalogue reads. It holds values only (no broker, store or simulator object), so the
+catalogue can import it without the simulator."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from statechan.values import ServiceUnitStateData
+
+if TYPE_CHECKING:
+    from statechan.cluster.config import SimConfig
+
+
+@dataclass(frozen=True)
+class LookupAnswer:
+    """What a broker answered a client: an owner, nobody (``owner`` None), or an error."""
+
+    time: int
+    broker: str
+    bundle: str
+    owner: str | None
+    error: str | None
+    owner_registered: bool
+    deferred: bool
+    redirect: bool = False
+    """An in-flight bundle's destination, given at once without the active-owner check (Pulsar
+    redirects clients early so the source never blocks); not an ownership answer."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """A cluster as the invariants see it at one step."""
+
+    time: int
+    step: int
+    views: dict[str, Mapping[str, ServiceUnitStateData]]
+    serving: dict[str, set[str]]
+    started: set[str]
+    connected: set[str]
+    registered: set[str]
+    unregistered_at: dict[str, int]
+    leader: str | None
+    leader_since: int | None
+    """Since when the elected leader has been running, connected and acting (None: no such leader)."""
+    acting_leaders: set[str]
+    answers: tuple[LookupAnswer, ...]
+    """The lookup answers the last step gave (every answer is in one step's observation)."""
+    bundles: frozenset[str]
+    quiescent: bool
+    config: SimConfig
+    syncer_differences: int | None
+    timers_overdue: bool = False
+    """A timer's due time has passed without it firing (after a ``wait``): time bounds do not apply."""
+    departed: frozenset[str] = frozenset()
+    """Brokers whose graceful shutdown completed (and that have not started again)."""
+    failed_splits: frozenset[str] = frozenset()
+    """Parents whose split gave up after its retries (left Splitting for the leader, as in Pulsar)."""
