@@ -229,7 +229,7 @@ class ThroughChannel:
     def check(self) -> None:
         """The catalogue's cluster invariants, and the channel's owners against the lab's (before
         a fault's moves are followed: with faults, mismatches are expected)."""
-        from properties.catalogue import check
+        from statechan.invariants.catalogue import check
 
         cluster = self.cluster
         settle(cluster)
