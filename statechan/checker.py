@@ -488,6 +488,10 @@ def state_parts(cluster: Cluster, cap: int) -> Parts:
     return out
 
 
+class FingerprintCollision(AssertionError):
+    """Two different states hashed to one fingerprint: the search would have merged them."""
+
+
 class Fingerprinter:
     """Fingerprints of states, optionally the least over renamings of the broker ids.
 
@@ -501,11 +505,18 @@ class Fingerprinter:
         self.symmetry = symmetry and brokers > 1
 
     def __call__(self, cluster: Cluster) -> bytes:
+        return self.digest(self.text(cluster))
+
+    def text(self, cluster: Cluster) -> str:
+        """The canonical text the fingerprint hashes (the least over the renamings tried)."""
         parts = state_parts(cluster, self.cap)
         flat = compact(parts)  # first: it compacts the brokers' items in place for the candidates
         tables: list[Renaming | None] = self.candidates(parts) if self.symmetry else [None]
-        best = min(render(flat, table) for table in tables)
-        return hashlib.blake2b(best.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        return min(render(flat, table) for table in tables)
+
+    @staticmethod
+    def digest(text: str) -> bytes:
+        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
     @staticmethod
     def candidates(parts: Parts) -> list[Renaming | None]:
@@ -745,8 +756,13 @@ def check(
     progress_every_s: float = 10.0,
     measure_symmetry: bool = False,
     visitor: Visitor | None = None,
+    verify_fingerprints: bool = False,
 ) -> CheckResult:
-    """Explore every run within ``bounds`` breadth first; stop at the first broken invariant."""
+    """Explore every run within ``bounds`` breadth first; stop at the first broken invariant.
+
+    ``verify_fingerprints`` keeps every state's canonical text beside its 16-byte fingerprint and
+    compares the texts whenever a fingerprint is met again, raising :class:`FingerprintCollision`
+    if two different states ever share one (slower, and the texts take memory)."""
     from statechan.invariants.catalogue import check as check_invariants
     from statechan.invariants.catalogue import simulation_ids
 
@@ -769,7 +785,20 @@ def check(
     root.trace.clear()
     if visitor is not None:
         visitor(root, dict(budget))
-    ids_of: dict[bytes, int] = {fingerprint(root) + budget_left(budget, Counter()): 0}
+    texts: dict[bytes, str] | None = {} if verify_fingerprints else None
+
+    def key_of(cluster: Cluster, spent: Counter[str]) -> bytes:
+        left = budget_left(budget, spent)
+        if texts is None:
+            return fingerprint(cluster) + left
+        text = fingerprint.text(cluster)
+        key = fingerprint.digest(text) + left
+        known = texts.setdefault(key, text)
+        if known != text:
+            raise FingerprintCollision(f"two different states share the fingerprint {key.hex()}")
+        return key
+
+    ids_of: dict[bytes, int] = {key_of(root, Counter()): 0}
     nodes: list[Node] = [
         Node(-1, None, (), 0, settled=settled(root, agree), label=state_label(root) if keep_graph else "")
     ]
@@ -843,7 +872,7 @@ def check(
                     child_spent = spent.copy()
                     if kind is not None:
                         child_spent[kind] += 1
-                    print_ = fingerprint(child) + budget_left(budget, child_spent)
+                    print_ = key_of(child, child_spent)
                     known = ids_of.get(print_)
                     if known is None:
                         known = len(nodes)

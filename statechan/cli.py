@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from statechan.audit import EXAMPLES_MAX, TIMEOUT_MAX_S
-from statechan.checker import Bounds, counted
+from statechan.checker import Bounds, FingerprintCollision, counted
 from statechan.clock import Clock
 from statechan.cluster.config import VARIANTS
 from statechan.docs import stale_docs, write_docs
@@ -694,6 +694,10 @@ def check_command(
     measure_symmetry: Annotated[
         bool, typer.Option(help="Also count states without symmetry, for the reduction factor (slower).")
     ] = False,
+    verify_fingerprints: Annotated[
+        bool,
+        typer.Option(help="Keep each state's canonical text and stop if two states ever share a fingerprint (slower)."),
+    ] = False,
     save_run: Annotated[Path | None, typer.Option(help="Save a counterexample here (statechan replay).")] = None,
     graph: Annotated[
         Path | None,
@@ -773,19 +777,27 @@ def check_command(
             highlight=False,
         )
 
-    result = check(
-        bounds,
-        StoreKind(store.value),
-        variant,
-        symmetry=symmetry,
-        max_states=max_states,
-        max_seconds=max_seconds,
-        max_memory_mb=max_memory,
-        keep_graph=graph is not None,
-        invariants=invariants,
-        progress=progress,
-        measure_symmetry=measure_symmetry,
-    )
+    try:
+        result = check(
+            bounds,
+            StoreKind(store.value),
+            variant,
+            symmetry=symmetry,
+            max_states=max_states,
+            max_seconds=max_seconds,
+            max_memory_mb=max_memory,
+            keep_graph=graph is not None,
+            invariants=invariants,
+            progress=progress,
+            measure_symmetry=measure_symmetry,
+            verify_fingerprints=verify_fingerprints,
+        )
+    except FingerprintCollision as exc:
+        err.print(
+            f"[red]{exc}[/red]: this search is no proof (report it; --no-verify-fingerprints would have merged them)",
+            highlight=False,
+        )
+        raise typer.Exit(3) from exc
     reduction = ""
     if result.concrete_states:
         reduction = (

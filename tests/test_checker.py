@@ -434,3 +434,20 @@ def test_the_search_reaches_every_state_a_search_without_abstraction_reaches(bou
         assert result.ok is not broken
         assert found == expected, (symmetry, len(expected - found), len(found - expected))
         assert result.states == len(expected)
+
+
+def test_verified_fingerprints_agree_with_the_search_and_a_weak_digest_is_caught(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With ``verify_fingerprints`` every fingerprint met again is compared by its canonical text:
+    a small bound has no collision (the same states as without it), and an empty digest, which
+    must collide among more states than there are budgets left, is reported instead of merging."""
+    from statechan.checker import FingerprintCollision
+
+    bounds = Bounds(admin=0, ticks=2)
+    plain = check(bounds)
+    verified = check(bounds, verify_fingerprints=True)
+    assert plain.states == verified.states > len(Bounds().budget()) * 3
+    monkeypatch.setattr(Fingerprinter, "digest", staticmethod(lambda text: b""))
+    with pytest.raises(FingerprintCollision, match="two different states share the fingerprint"):
+        check(bounds, verify_fingerprints=True)
