@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from statechan.audit import EXAMPLES_MAX, TIMEOUT_MAX_S
+from statechan.balance.cli import app as balance_app
 from statechan.checker import Bounds, FingerprintCollision, counted
 from statechan.clock import Clock
 from statechan.cluster.config import VARIANTS
@@ -1182,6 +1183,7 @@ def traces_generate_command(
 
 capture_app = typer.Typer(help="Capture a live store's ownership state as a trace.", no_args_is_help=True)
 app.add_typer(capture_app, name="capture")
+app.add_typer(balance_app, name="balance")
 
 
 @capture_app.command("zk")
