@@ -14,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-from statechan.balance.load import MB, Ints, LoadData, max_usage, max_usage_with_weight
+from statechan.balance.load import MB, Floats, Ints, LoadData, max_usage, max_usage_with_weight
 from statechan.balance.settings import BalancerConfig, ShedderKind
 
 ADDITIONAL_THRESHOLD_PERCENT_MARGIN = 0.05
@@ -35,7 +35,7 @@ class Shedder(Protocol):
     def find(self, data: LoadData, config: BalancerConfig, owner: Ints) -> list[Move]: ...
 
 
-def _heaviest_first(data: LoadData, broker: int, key: np.ndarray, minimum: float, recent: dict[int, int]) -> list[Move]:
+def _heaviest_first(data: LoadData, broker: int, key: Floats, minimum: float, recent: dict[int, int]) -> list[Move]:
     """The broker's reported bundles by ``key`` descending (recently unloaded ones skipped),
     taken until at least ``minimum`` is marked, and always at least one."""
     report = data.reports[broker]
@@ -128,7 +128,7 @@ class UniformLoadShedder:
         brokers = sorted(data.reports)
         if not brokers:
             return []
-        rate_max = rate_min = thr_max = thr_min = brokers[0]
+        rate_max = thr_max = brokers[0]  # Pulsar also tracks the idlest brokers, only to log them
         max_rate, max_thr, min_rate, min_thr = -1.0, -1.0, float(2**31 - 1), float(2**31 - 1)
         for b in brokers:
             r = data.reports[b]
@@ -136,11 +136,8 @@ class UniformLoadShedder:
                 rate_max, max_rate = b, r.msg_rate
             if r.throughput > max_thr:
                 thr_max, max_thr = b, r.throughput
-            if r.msg_rate < min_rate:
-                rate_min, min_rate = b, r.msg_rate
-            if r.throughput < min_thr:
-                thr_min, min_thr = b, r.throughput
-        del rate_min, thr_min
+            min_rate = min(min_rate, r.msg_rate)
+            min_thr = min(min_thr, r.throughput)
         if abs(min_rate) <= eps:
             min_rate = 1.0
         if abs(min_thr) <= eps:
