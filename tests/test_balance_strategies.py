@@ -4,6 +4,8 @@ for the strategies whose Pulsar tests need a running broker."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -189,8 +191,8 @@ def test_uniform_load_shedder_ports_pulsar(case: Case) -> None:
         assert count == case.expected_count
 
 
-def _ext_data(loads: dict[int, tuple[float, float, tuple[tuple[int, float], ...]]], now: int = 0) -> LoadData:
-    """Extensible load data: broker -> (weightedMaxEMA, throughput, top bundles)."""
+def _ext_data(loads: Mapping[int, tuple[float, float, tuple[tuple[int, float], ...]]], now: int = 0) -> LoadData:
+    """Extensible load data: broker -> (weightedMaxEMA, throughput, top bundles in report order)."""
     reports = {
         b: BrokerReport((0, 0, 0, 0, 0), 0, 0, thr / 2, thr / 2, frozenset(x for x, _ in top), now, ema, thr, top)
         for b, (ema, thr, top) in loads.items()
@@ -200,8 +202,62 @@ def _ext_data(loads: dict[int, tuple[float, float, tuple[tuple[int, float], ...]
     return LoadData(now, reports, z, z.copy(), z.copy(), z.copy())
 
 
+def _setup_context(now: int = 10_000_000) -> tuple[LoadData, np.ndarray]:
+    """TransferShedderTest.setupContext: broker1..5 (0..4) at 2, 4, 6, 80 and 90 % CPU, each with
+    two bundles (A1, A2 for broker1 ... E1, E2 for broker5: indices 0..9) whose throughput out is
+    1M/2M, 1M/3M, 2M/4M, 2M/6M, 2M/7M; a broker's throughput is 1 in plus its bundles out."""
+    pairs = [(1e6, 2e6), (1e6, 3e6), (2e6, 4e6), (2e6, 6e6), (2e6, 7e6)]
+    cpu = [2, 4, 6, 80, 90]
+    loads = {
+        b: (cpu[b] / 100, 1 + low + high, ((2 * b, low), (2 * b + 1, high))) for b, (low, high) in enumerate(pairs)
+    }
+    data = _ext_data(loads, now)
+    for b, report in data.reports.items():  # the first report's moving averages are its values
+        data.reports[b] = dataclasses.replace(report, throughput_ema=report.throughput)
+    return data, np.repeat(np.arange(5), 2)
+
+
+A1, A2, B1, B2, C1, C2, D1, D2, E1, E2 = range(10)
+TRANSFER_DEFAULTS = BalancerConfig(condition_hit_count_threshold=0)  # as TransferShedderTest.getContext
+
+
+def test_transfer_shedder_setup_context_recently_unloaded_brokers() -> None:
+    """testRecentlyUnloadedBrokers: broker5 gives bundleE1 to broker1, broker4 bundleD1 to broker2;
+    with broker1 just unloaded (its data older than the shedding delay missing), nothing: CoolDown."""
+    data, owner = _setup_context()
+    data.recently_unloaded_brokers = {0: data.now_ms - TRANSFER_DEFAULTS.load_data_ttl_s * 1001}
+    assert set(TransferShedder().find(data, TRANSFER_DEFAULTS, owner)) == {Move(E1, 4, 0), Move(D1, 3, 1)}
+    data, owner = _setup_context()
+    data.recently_unloaded_brokers = {0: data.now_ms}
+    assert TransferShedder().find(data, TRANSFER_DEFAULTS, owner) == []
+
+
+def test_transfer_shedder_setup_context_recently_unloaded_bundles() -> None:
+    """testRecentlyUnloadedBundles: with D1, D2, E1, E2 recently unloaded, broker3 gives C1 to broker1."""
+    data, owner = _setup_context()
+    data.recently_unloaded = dict.fromkeys((D1, D2, E1, E2), data.now_ms)
+    assert TransferShedder().find(data, TRANSFER_DEFAULTS, owner) == [Move(C1, 2, 0)]
+
+
+def test_transfer_shedder_setup_context_outdated_load_data() -> None:
+    """testOutDatedLoadData: two transfers; with every report at time 0, none (OutDatedData)."""
+    data, owner = _setup_context()
+    assert len(TransferShedder().find(data, TRANSFER_DEFAULTS, owner)) == 2
+    data, owner = _setup_context()
+    data.reports = {b: dataclasses.replace(r, updated_at_ms=0) for b, r in data.reports.items()}
+    data.now_ms = (TRANSFER_DEFAULTS.load_data_ttl_s + 1) * 1000
+    assert TransferShedder().find(data, TRANSFER_DEFAULTS, owner) == []
+
+
+def test_transfer_shedder_target_std() -> None:
+    """testTargetStd: 10, 20 and 30 % CPU is under the default target: nothing (Balanced)."""
+    tops = {0: ((0, 30.0), (1, 30.0)), 1: ((2, 40.0), (3, 40.0)), 2: ((4, 50.0), (5, 50.0))}
+    data = _ext_data({b: ((b + 1) / 10, 1 + 60.0 + 20 * b, tops[b]) for b in range(3)})
+    assert TransferShedder().find(data, TRANSFER_DEFAULTS, np.repeat(np.arange(3), 2)) == []
+
+
 def _skewed() -> tuple[LoadData, np.ndarray]:
-    tops = {0: ((0, 30.0), (1, 20.0), (2, 10.0)), 1: ((3, 5.0), (4, 5.0)), 2: ((5, 4.0), (6, 4.0))}
+    tops = {0: ((2, 10.0), (1, 20.0), (0, 30.0)), 1: ((3, 5.0), (4, 5.0)), 2: ((5, 4.0), (6, 4.0))}
     data = _ext_data({0: (0.9, 60.0, tops[0]), 1: (0.1, 10.0, tops[1]), 2: (0.1, 8.0, tops[2])})
     owner = np.array([0, 0, 0, 1, 1, 2, 2], dtype=np.int64)
     return data, owner
@@ -217,7 +273,7 @@ def test_transfer_shedder_waits_for_the_hit_count_then_transfers_from_max_to_min
     for _ in range(cfg.condition_hit_count_threshold):
         assert shedder.find(data, cfg, owner) == []
     moves = shedder.find(data, cfg, owner)
-    assert Move(0, 0, 1) in moves  # the busiest bundle of the busiest broker to the idlest
+    assert Move(2, 0, 1) in moves  # the busiest broker's top bundles, least busy first, to the idlest
     assert all({m.source, m.destination} == {0, 1} for m in moves)  # and any swap back between the two
     assert shedder.hit_count == 0
 

@@ -256,7 +256,8 @@ class BrokerReport:
     weighted_max_ema: float = 0.0
     throughput_ema: float = 0.0
     top_bundles: tuple[tuple[int, float], ...] = ()
-    """(bundle, throughput in+out) of the broker's busiest bundles, busiest first."""
+    """(bundle, throughput in+out) of the broker's busiest bundles, the least busy of them first:
+    the order ``TopKBundles`` leaves them in, which the TransferShedder walks."""
 
     @property
     def msg_rate(self) -> float:
@@ -364,7 +365,7 @@ class Reporter:
         bundle_throughput = traffic.throughput_in + traffic.throughput_out
         for b in published:
             mine = np.flatnonzero(owner == b)
-            top = mine[np.argsort(-bundle_throughput[mine], kind="stable")][: cfg.top_bundles_in_report]
+            top = mine[np.argsort(-bundle_throughput[mine], kind="stable")][: cfg.top_bundles_in_report][::-1]
             u = usage[b]
             data.reports[b] = BrokerReport(
                 (float(u[0]), float(u[1]), float(u[2]), float(u[3]), float(u[4])),
