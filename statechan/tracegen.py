@@ -919,6 +919,8 @@ def _write_parquet(path: Path, plan: _Plan, workers: int) -> GenStats:
 
             def write(table: Any) -> None:
                 nonlocal offset
+                if not len(table):
+                    return  # no empty row group (nor its missing statistics) at the end
                 order = np.argsort(table.column("round").to_numpy(), kind="stable")
                 table = table.take(pa.array(order)).drop_columns(["round"])
                 table = table.set_column(1, "offset", pa.array(np.arange(offset, offset + len(table), dtype=np.int64)))
