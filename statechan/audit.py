@@ -13,9 +13,7 @@ line and error to a quarantine file next to the report, and the rest is audited.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import heapq
 import json
 import os
@@ -62,6 +60,7 @@ from statechan.traces import (
     atomic_output,
     check_output,
     check_readable,
+    collector_paused,
     decode_line,
     error_reason,
     flat_row,
@@ -653,7 +652,7 @@ def audit_local(
     else:  # replay in offset order, as Spark's sort does: the trace's order is its meaning
         note(f"read {records:,} records, not in offset order: sorting the channel records in memory; replaying")
         channel = iter(sorted(channel, key=_offset_order))
-    with _collector_paused():
+    with collector_paused():
         fold.rows(channel)
     partial = fold.finish()
     partial.malformed[:0] = other.malformed
@@ -943,7 +942,7 @@ def _arrow_fold(
 
         work = Fold(settings, registry, end_time, history, refused)
         words: dict[str, str] = {}
-        with _collector_paused():
+        with collector_paused():
             for batch in batches:
                 if history:  # replay the channel records that validate whole
                     replay = [work.keep(row) and row["kind"] == "channel" for row in batch.to_pylist()]
@@ -972,20 +971,6 @@ def arrow_columns(batch: Any, names: Sequence[str], words: dict[str, str]) -> li
         else:
             columns.append(column.to_pylist())
     return columns
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a partition is replayed: the replay makes no
-    cycles, but its millions of short-lived tuples would trigger a collection every few hundred
-    records, each walking everything the replay holds (a quarter of the fold's time)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 # -- the report -------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import enum
 import json
+import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -969,6 +970,16 @@ def traces_generate_command(
         list[str] | None,
         typer.Option(help="Inject violations: KIND=COUNT (repeatable), e.g. --plant stuck-in-flight=3."),
     ] = None,
+    workers: Annotated[
+        int | None,
+        _number(
+            "Worker processes that play shares of the namespaces (default: every core); the same trace "
+            "whatever their number.",
+            1,
+            256,
+            "each is a process",
+        ),
+    ] = None,
 ) -> None:
     """Generate a trace at scale, optionally with planted violations.
 
@@ -983,7 +994,15 @@ def traces_generate_command(
     _writable(destination, "destination")
     plants = _plants(plant or [])
     with atomic_output(destination) as partial:
-        stats = write_generated(partial, records, seed, namespaces=namespaces, brokers=brokers, plant=plants)
+        stats = write_generated(
+            partial,
+            records,
+            seed,
+            namespaces=namespaces,
+            brokers=brokers,
+            plant=plants,
+            workers=workers if workers is not None else os.cpu_count() or 1,
+        )
     planted = ", ".join(f"{k} {v}" for k, v in stats.planted.items() if v) or "none"
     console.print(
         f"{stats.records:,} records ({stats.channel_records:,} channel, {stats.bundles:,} bundles in "

@@ -22,9 +22,7 @@ that many. Everything comes from ``seed``: the same arguments give the same trac
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import random
 import sys
 from collections import deque
@@ -36,7 +34,7 @@ from typing import Any, NamedTuple
 
 from statechan.keys import Bundle, namespace_bundles
 from statechan.states import ServiceUnitState
-from statechan.traces import arrow_schema, value_columns
+from statechan.traces import arrow_schema, collector_paused, value_columns
 from statechan.values import VERSION_ID_INIT, ServiceUnitStateData
 
 _JSON_NAMES = tuple(f.alias or name for name, f in ServiceUnitStateData.model_fields.items())
@@ -807,21 +805,6 @@ def _blocks(plan: _Plan, first: int, last: int) -> Iterator[Block]:
             yield table, (None if runner.open else r - 1), (None if runner.open else runner.stats)
     if r == 0:  # no namespace at all in this part
         yield _channel_table([], []), -1, runner.stats
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """No cyclic garbage collection inside: for code that makes millions of short-lived tuples
-    and no cycles, where the collector would walk everything alive every few thousand new ones
-    (half the generator's time; a quarter of the audit's fold, whose ``_collector_paused`` is
-    this function's twin until it imports this one)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 Block = tuple[Any, int | None, GenStats | None]

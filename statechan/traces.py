@@ -10,6 +10,7 @@ its line number and the reason, and reading goes on.
 from __future__ import annotations
 
 import contextlib
+import gc
 import gzip
 import io
 import json
@@ -622,3 +623,17 @@ def write_text_atomically(path: str | Path, text: str) -> None:
     """``text`` as the whole of ``path``, through :func:`atomic_output`."""
     with atomic_output(path) as partial:
         partial.write_text(text, encoding="utf-8")
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside: for code that makes millions of short-lived tuples and
+    no cycles (the audit's fold, the generator), where the collector would walk everything alive
+    every few thousand new ones (a quarter of the fold's time, half the generator's)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

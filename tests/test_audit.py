@@ -626,17 +626,11 @@ def test_workers_without_statechan_audit_with_the_shipped_code(tmp_path: Path) -
     planted counts when it is."""
     import subprocess
     import sys
-    import sysconfig
+
+    from tests.sparkcluster import python_without_statechan
 
     write_generated(tmp_path / "t.jsonl", 2_000, seed=3, plant={"single-owner": 1, "owner-registered": 1})
-    empty = tmp_path / "worker"
-    empty.mkdir()
-    worker_python = tmp_path / "python-without-statechan"
-    site = sysconfig.get_paths()["purelib"]
-    worker_python.write_text(
-        f'#!/bin/sh\ncd "{empty}"\nPYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{site}" exec "{sys.executable}" -S "$@"\n'
-    )
-    worker_python.chmod(0o755)
+    worker_python = python_without_statechan(tmp_path)
     env = {**os.environ, "PYSPARK_PYTHON": str(worker_python)}
     outputs = {}
     for mode in ("ship", "no-ship"):
