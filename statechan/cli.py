@@ -1006,7 +1006,8 @@ def traces_generate_command(
     planted = ", ".join(f"{k} {v}" for k, v in stats.planted.items() if v) or "none"
     console.print(
         f"{stats.records:,} records ({stats.channel_records:,} channel, {stats.bundles:,} bundles in "
-        f"{stats.namespaces:,} namespaces, {stats.crashes} crashes) written to {destination}; planted: {planted}",
+        f"{stats.namespaces:,} namespaces, {counted(stats.crashes, 'crash')}) written to {destination}; "
+        f"planted: {planted}",
         highlight=False,
     )
 
