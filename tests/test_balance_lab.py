@@ -212,6 +212,12 @@ def test_cli_run_writes_table_and_pictures(tmp_path: Path) -> None:
     assert "http" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "")  # nothing fetched
 
 
+def test_cli_refuses_a_missing_folder_before_running(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["--png", str(tmp_path / "nowhere" / "run.png")])
+    assert result.exit_code == 2
+    assert "does not exist" in " ".join(result.output.split())  # rich wraps at the terminal width
+
+
 def test_cli_sweep_local_writes_parquet_and_ranking(tmp_path: Path) -> None:
     out = tmp_path / "sweep.parquet"
     args = ["sweep", "--engine", "local", "--hours", "0.5", "--seeds", "2", "--out", str(out)]

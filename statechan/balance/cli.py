@@ -83,6 +83,10 @@ def balance(
     if setting not in SETTINGS or workload not in WORKLOADS:
         err.print(f"unknown setting or workload: {setting!r}, {workload!r}")
         raise typer.Exit(2)
+    for option, path in (("--png", png), ("--html", html)):
+        if path is not None and not path.parent.is_dir():  # before the run, not after it
+            err.print(f"{option}: the folder {path.parent} does not exist")
+            raise typer.Exit(2)
     update: dict[str, object] = {"seed": seed}
     if brokers is not None:
         update["brokers"] = brokers
