@@ -639,6 +639,13 @@ class CheckResult:
         return checker_config(self.bounds, self.store, self.variant)
 
 
+def fingerprint_cap(channel: ChannelConfig) -> int:
+    """How far back a time is told apart: just past the longest timeout (a timer, an in-flight
+    wait, the monitor's 180 s stuck limit), so older times all read the same."""
+    cap = max(channel.tombstone_delay_s * 1000, channel.session_timeout_ms, channel.unloading_timeout_ms) + 1
+    return max(cap, 180_000 + channel.monitor_interval_s * 1000) + channel.in_flight_wait_ms
+
+
 def checker_config(bounds: Bounds, store: StoreKind, variant: str) -> SimConfig:
     return SimConfig(
         brokers=bounds.brokers,
@@ -773,10 +780,7 @@ def check(
     agree = "views-converge" in ids
     result = CheckResult(bounds, store, variant)
     config = checker_config(bounds, store, variant)
-    channel = config.channel
-    cap = max(channel.tombstone_delay_s * 1000, channel.session_timeout_ms, channel.unloading_timeout_ms) + 1
-    cap = max(cap, 180_000 + channel.monitor_interval_s * 1000) + channel.in_flight_wait_ms
-    fingerprint = Fingerprinter(bounds.brokers, cap, symmetry)
+    fingerprint = Fingerprinter(bounds.brokers, fingerprint_cap(config.channel), symmetry)
     budget = bounds.budget()
     started = time.perf_counter()
     last_report = started
@@ -897,6 +901,16 @@ def check(
                             return _finish(result, nodes, started)
                         child.answers.clear()
                         queue.append((known, freezer.freeze(child), child_spent, child_held))
+                    elif child.answers:
+                        # the answers a step gave are its own (not the state's): checked on every
+                        # step that gives some, also one that leads back to a known state
+                        broken = check_invariants(child.observe(), ids)
+                        if broken:
+                            node.successors.append((known, action, child_picks))
+                            result.violation = "; ".join(str(v) for v in broken[:3])
+                            path, picks = _path(nodes, node_id)
+                            result.path, result.picks = [*path, action], [*picks, *child_picks]
+                            return _finish(result, nodes, started)
                     node.successors.append((known, action, child_picks))
                     pick += 1
             if len(nodes) >= max_states:

@@ -6,6 +6,7 @@ import datetime
 import enum
 import json
 import os
+import re
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -747,11 +748,16 @@ def traces_report_schema_command() -> None:
 
 def _trace_files(paths: Sequence[Path]) -> list[Path]:
     """The trace files named: files as given, folders as their trace files (part files, as Spark
-    and the generator's users keep them); exit 2 naming a path that is neither."""
+    and the generator's users keep them; names starting with ``.`` or ``_`` left out, as Spark and
+    Hadoop do: a killed writer's temporary file, ``_SUCCESS``); exit 2 naming a path that is neither."""
     inputs: list[Path] = []
     for path in paths:
         if path.is_dir():
-            found = sorted(p for p in path.iterdir() if p.name.endswith((".parquet", ".jsonl", ".jsonl.gz")))
+            found = sorted(
+                p
+                for p in path.iterdir()
+                if p.name.endswith((".parquet", ".jsonl", ".jsonl.gz")) and not p.name.startswith((".", "_"))
+            )
             if not found:
                 err.print(
                     f"[red]error:[/red] {path}: no .parquet, .jsonl or .jsonl.gz files in this folder", soft_wrap=True
@@ -944,7 +950,7 @@ def _plants(specs: list[str]) -> dict[str, int]:
     plants: dict[str, int] = {}
     for spec in specs:
         kind, _, count = spec.partition("=")
-        if kind not in PLANT_KINDS or not count.isdigit() or int(count) > PLANTS_MAX:
+        if kind not in PLANT_KINDS or not re.fullmatch(r"[0-9]{1,9}", count) or int(count) > PLANTS_MAX:
             raise typer.BadParameter(
                 f"{spec!r}: expected KIND=COUNT with KIND one of {', '.join(PLANT_KINDS)} and COUNT 0 to "
                 f"{PLANTS_MAX:,} (each plant is a namespace of its own)",

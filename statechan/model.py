@@ -415,7 +415,13 @@ def parse_model(text: str, origin: str = "<string>") -> ProtocolModel:
     except RecursionError:
         raise ModelError(f"{origin}: not a model: nested deeper than the TOML parser's recursion limit") from None
     if "variant_of" in data:
-        data = _apply_variant(data, origin)
+        try:
+            data = _apply_variant(data, origin)
+        except (TypeError, AttributeError, KeyError) as exc:  # a key of the wrong TOML type
+            raise ModelError(
+                f"{origin}: not a variant: {type(exc).__name__}: {exc} (storages, drop_flows are lists of names; "
+                "drop_transitions, transitions, overrides lists of tables)"
+            ) from None
     try:
         spec = ModelSpec.model_validate(data)
     except ValidationError as exc:

@@ -15,6 +15,8 @@ import gzip
 import io
 import json
 import os
+import re
+import tempfile
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -55,10 +57,22 @@ def _java_longs(data: Any) -> Any:
     bigger number, where the value model would wrap it (and change the resolver's verdicts)."""
     if isinstance(data, Mapping):
         for name in _LONG_FIELDS:
-            number = data.get(name)
-            if type(number) is int and not LONG_MIN <= number <= LONG_MAX:
+            number = _as_integer(data.get(name))
+            if number is not None and not LONG_MIN <= number <= LONG_MAX:
                 raise ValueError(f"{name}: {number} is out of range of a Java long (Jackson refuses it)")
     return data
+
+
+def _as_integer(raw: object) -> int | None:
+    """The integer the value model would make of ``raw`` in any spelling it takes (a number, a
+    whole float, a string of digits), so the range rule holds however the number was written."""
+    if type(raw) is int:
+        return raw
+    if type(raw) is float and raw.is_integer():
+        return int(raw)
+    if type(raw) is str and re.fullmatch(r"\s*[+-]?[0-9]{1,4000}\s*", raw):
+        return int(raw)
+    return None
 
 
 PulsarValue = Annotated[ServiceUnitStateData, pydantic.BeforeValidator(_java_longs)]
@@ -204,6 +218,9 @@ def check_parquet(path: str | Path) -> None:
     missing = [n for n, _ in PARQUET_COLUMNS if n not in schema.names]
     if missing:
         raise ValueError(f"{path}: not a statechan Parquet trace (no column {', '.join(missing)})")
+    twice = sorted({n for n in schema.names if schema.names.count(n) > 1})
+    if twice:  # which of the two a reader takes is up to the reader
+        raise ValueError(f"{path}: not a statechan Parquet trace (column {', '.join(twice)} more than once)")
     expected = arrow_schema()
     odd = [
         f"{name} is {schema.field(name).type}, expected {expected.field(name).type}"
@@ -611,7 +628,13 @@ def atomic_output(path: str | Path) -> Iterator[Path]:
     failed or interrupted run leaves the previous file as it was."""
     p = Path(path)
     suffix = next((s for s in _SUFFIXES if p.name.endswith(s)), p.suffix)
-    temporary = p.with_name(f".{p.name}.{os.getpid()}.tmp{suffix}")
+    # created here, exclusively, under a name nobody can guess (a planted link is never followed)
+    handle, name = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=f".tmp{suffix}")
+    os.close(handle)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    os.chmod(name, 0o666 & ~mask)  # the permissions a plain open() would have given the output
+    temporary = Path(name)
     try:
         yield temporary
         os.replace(temporary, p)

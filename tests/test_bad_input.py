@@ -23,7 +23,7 @@ from statechan.audit import AuditReport, audit, code_zip, spark_error, spark_ses
 from statechan.cli import app
 from statechan.cluster.runfile import RunFileError, load_saved_run
 from statechan.tracegen import generate, write_generated
-from statechan.traces import ReadStats, atomic_output, read_records, write_parquet
+from statechan.traces import ReadStats, atomic_output, decode_line, read_records, write_parquet
 from tests.test_audit import insert_lines
 
 pytestmark = pytest.mark.slow
@@ -262,6 +262,16 @@ def test_a_parquet_column_of_the_wrong_type_is_named_by_every_command(
     _refused_by_every_command(path, tmp_path, f"column {column} is {kind}")
 
 
+def test_a_parquet_column_written_twice_is_named_by_every_command(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "trace.parquet"
+    write_generated(path, 300, seed=1)
+    table = pq.read_table(path)
+    pq.write_table(table.append_column("kind", table.column("kind")), path)
+    _refused_by_every_command(path, tmp_path, "column kind more than once")
+
+
 def _refused_by_every_command(trace: Path, folder: Path, message: str) -> None:
     """Every command that reads a trace exits 2 with ``message``, before writing anything."""
     key = "tenant/ns/0x00000000_0xffffffff"
@@ -368,6 +378,8 @@ def test_outputs_appear_whole_or_not_at_all(tmp_path: Path, monkeypatch: pytest.
         (["traces", "generate", "x.parquet", "--namespaces", str(10**9)], "--namespaces"),
         (["traces", "generate", "x.parquet", "--brokers", str(10**9)], "--brokers"),
         (["traces", "generate", "x.parquet", "--plant", "stuck-in-flight=99999999"], "--plant"),
+        (["traces", "generate", "x.parquet", "--plant", "stuck-in-flight=\u00b2"], "--plant"),  # not 0-9
+        (["traces", "generate", "x.parquet", "--workers", "0"], "--workers"),
         (
             ["traces", "show", "traces/sample.jsonl", "--key", "a/b/0x00000000_0xffffffff", "--around", str(2**64)],
             "--around",
@@ -496,6 +508,7 @@ def _run(config: dict[str, Any] | None = None, **more: Any) -> bytes:
         (b'"a string"', "not a statechan run"),
         (b'{"format": "statechan-run/0"}', "older than this statechan's 'statechan-run/1': replay it with"),
         (b'{"format": "statechan-run/9"}', "'statechan-run/9'"),
+        ('{"format": "statechan-run/\u00b2"}'.encode(), "other than this statechan's"),  # a digit int() refuses
         (_run({"brokers": "three"}), "config: ('brokers',): Input should be a valid integer"),
         (_run(actions={"kind": "crash"}), "actions: expected a list"),
         (_run(actions=[["crash"]]), "actions[0]"),
@@ -601,11 +614,17 @@ def test_a_fifo_given_as_a_trace_is_refused_without_blocking(tmp_path: Path) -> 
         audit([fifo], None, engine="local")
 
 
-def test_a_version_beyond_a_java_long_is_refused_by_resolve_too() -> None:
-    big = '{"state": "Owned", "dstBroker": "b1", "versionId": 9223372036854775808}'
+@pytest.mark.parametrize("spelling", ["9223372036854775808", '"9223372036854775808"', "1e30", '"-9223372036854775809"'])
+def test_a_version_beyond_a_java_long_is_refused_by_resolve_too(spelling: str) -> None:
+    """However the number is written (pydantic would take a string of digits or a whole float and
+    wrap it), a version outside a Java long is refused; a trace line is decoded by the same rule."""
+    big = '{"state": "Owned", "dstBroker": "b1", "versionId": ' + spelling + "}"
     result = RUNNER.invoke(app, ["resolve", "--prev", "null", "--new", big])
     assert result.exit_code == 2
     assert "out of range of a Java long" in " ".join(result.output.split())
+    key = "t/n/0x00000000_0xffffffff"
+    line = '{"kind": "channel", "offset": 1, "publish_time": 1, "key": "' + key + '", "value": ' + big + "}"
+    assert "out of range of a Java long" in str(decode_line(line))
 
 
 @pytest.mark.parametrize(
@@ -624,3 +643,25 @@ def test_two_outputs_of_one_command_may_not_be_one_file(tmp_path: Path, argv: li
     assert result.exit_code == 2, result.output
     assert message.replace("{out}", str(out)) in " ".join(result.output.split())
     assert not out.exists()
+
+
+def test_a_killed_writers_temporary_file_in_a_folder_is_not_read_as_a_part(tmp_path: Path) -> None:
+    """A run killed mid-write leaves its hidden temporary file beside the parts; folders are read
+    as Spark and Hadoop read them, without names starting with ``.`` or ``_``."""
+    folder = tmp_path / "trace"
+    folder.mkdir()
+    write_generated(folder / "part-0.jsonl", 200, seed=2)
+    (folder / ".part-1.parquet.k3x9.tmp.parquet").write_bytes(b"PAR1 cut short")
+    (folder / "_SUCCESS.jsonl").write_text("not a trace\n")
+    result = RUNNER.invoke(app, ["traces", "validate", str(folder)])
+    assert result.exit_code == 0, result.output
+    with atomic_output(folder / "part-2.parquet") as partial:
+        assert partial.name.startswith(".part-2.parquet.")
+        assert partial.exists()
+        assert (partial.stat().st_mode & 0o777) == 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -118,3 +118,21 @@ def test_the_wheel_ships_the_builtin_models(tmp_path: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for name in builtin_model_names():
         assert f"statechan/models/{name}.toml" in names
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        'drop_transitions = 5\n',
+        'storages = 3\n',
+        'drop_flows = [[1]]\n',
+        'transitions = "Owned"\n',
+        'drop_transitions = [1]\n',
+        'resolver = 7\n',
+    ],
+)
+def test_a_variant_with_a_key_of_the_wrong_type_is_a_model_error(body: str) -> None:
+    """A variant file's keys come from a user (or a saved run names the file): a wrong TOML type
+    is a ModelError naming the file, never a TypeError out of the merge."""
+    with pytest.raises(ModelError, match="odd.toml"):
+        parse_model('variant_of = "pulsar-4"\n' + body, "odd.toml")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -111,7 +112,7 @@ def _check_format(path: str | Path, written: object) -> None:
     if isinstance(written, str) and written.startswith(prefix):
         version = written.removeprefix(prefix)
         current = RUN_FORMAT.removeprefix(prefix)
-        older = version.isdigit() and int(version) < int(current)
+        older = re.fullmatch(r"[0-9]{1,9}", version) is not None and int(version) < int(current)
         raise RunFileError(
             f"{path}: a run saved in format {written!r}, {'older' if older else 'other'} than this statechan's "
             f"{RUN_FORMAT!r}: replay it with the statechan that saved it, or save it again with this one "
