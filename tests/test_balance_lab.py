@@ -236,7 +236,14 @@ def test_summary_ranks_settling_first() -> None:
 
 
 def test_sweep_on_spark_equals_the_local_loop() -> None:
+    from statechan.audit import spark_session
     from statechan.balance.sweep import sweep_spark
 
     cells = grid(["threshold+lltmr"], ["seed-001"], ["seed-001"], [1, 2], hours=0.5)
-    assert sorted(sweep_spark(cells), key=str) == sorted(sweep_local(cells), key=str)
+    spark = spark_session("local[2]", app="statechan-balance-test")
+    try:
+        on_spark = sweep_spark(cells, spark=spark)
+    finally:
+        spark.stop()  # no session left behind for the next module's tests
+    assert len(on_spark) == len(cells)
+    assert sorted(on_spark, key=str) == sorted(sweep_local(cells), key=str)
