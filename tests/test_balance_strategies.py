@@ -1,6 +1,8 @@
-"""The shedders and placements against Pulsar's own test cases (ThresholdShedderTest,
-OverloadShedderTest, UniformLoadShedderTest), as data, plus the behaviour their sources state
-for the strategies whose Pulsar tests need a running broker."""
+"""The shedders and placements against Pulsar's own test cases, as data: ThresholdShedderTest,
+OverloadShedderTest, UniformLoadShedderTest, TransferShedderTest, ModularLoadManagerStrategyTest
+(LeastLongTermMessageRate, LeastResourceUsageWithWeight) and the extensible manager's
+LeastResourceUsageWithWeightTest; plus the behaviour their sources state where Pulsar's tests
+need a running broker (the hit count, preallocation)."""
 
 from __future__ import annotations
 
@@ -360,3 +362,119 @@ def test_preallocation_spreads_a_batch_under_least_long_term_message_rate() -> N
 
 def test_move_orders_by_bundle() -> None:
     assert sorted([Move(2, 0), Move(1, 3, 4)]) == [Move(1, 3, 4), Move(2, 0)]
+
+
+# -- ModularLoadManagerStrategyTest and the extensible LeastResourceUsageWithWeightTest ---------
+PIP_174 = BalancerConfig.model_validate(
+    {
+        "loadBalancerCPUResourceWeight": 1.0,
+        "loadBalancerMemoryResourceWeight": 0.1,
+        "loadBalancerDirectMemoryResourceWeight": 0.1,
+        "loadBalancerBandwithInResourceWeight": 1.0,
+        "loadBalancerBandwithOutResourceWeight": 1.0,
+        "loadBalancerHistoryResourcePercentage": 0.5,
+        "loadBalancerAverageResourceUsageDifferenceThresholdPercentage": 5,
+    }
+)
+"""The settings both Pulsar tests of LeastResourceUsageWithWeight configure."""
+
+
+def _modular(
+    usage: Mapping[int, float], rates: Mapping[int, float], bundles: Mapping[int, int] | None = None
+) -> LoadData:
+    """``initBrokerData(usage, 100)``: every resource at ``usage`` %, msgRate in and out, one bundle
+    (none where ``bundles`` says 0); the long-term rate is the broker's bundle's."""
+    reports = {
+        b: BrokerReport(
+            (u, u, u, u, u),
+            rates[b] / 2,
+            rates[b] / 2,
+            0,
+            0,
+            frozenset({b}) if (bundles or {}).get(b, 1) else frozenset(),
+            0,
+        )
+        for b, u in usage.items()
+    }
+    long_rate = np.array([rates[b] for b in sorted(rates)], dtype=np.float64)
+    z = np.zeros(len(rates))
+    return LoadData(0, reports, z, z.copy(), long_rate, z.copy())
+
+
+def test_least_long_term_message_rate_ports_pulsar() -> None:
+    """testLeastLongTermMessageRate: long-term rates 100, 200, 300 pick broker 1; at 400 broker 2;
+    broker 2 at 90 % CPU is overloaded (infinite score), so broker 3."""
+    strategy, rng = LeastLongTermMessageRate(), np.random.default_rng(0)
+    picks = []
+    for usage, rates in (
+        ({0: 0, 1: 0, 2: 0}, {0: 100, 1: 200, 2: 300}),
+        ({0: 0, 1: 0, 2: 0}, {0: 400, 1: 200, 2: 300}),
+        ({0: 0, 1: 90, 2: 0}, {0: 400, 1: 200, 2: 300}),
+    ):
+        picks.append(strategy.select([0, 1, 2], 0, _modular(usage, rates), BalancerConfig(), rng))
+    assert picks == [0, 1, 2]
+
+
+# (usage % per broker 1..3, brokers with no bundles, expected broker) in the order Pulsar's test
+# asks: each call smooths the history with the last (loadBalancerHistoryResourcePercentage 0.5)
+LRUWW_STEPS = [
+    ({0: 10, 1: 30, 2: 60}, set(), 0),
+    ({0: 20, 1: 30, 2: 50}, set(), 0),
+    ({0: 30, 1: 30, 2: 40}, set(), 0),
+    ({0: 30, 1: 30, 2: 40}, set(), 0),
+    ({0: 35, 1: 20, 2: 45}, set(), 1),
+    ({0: 35, 1: 20, 2: 0}, {2}, 2),  # a restarted broker (no bundles) starts its history afresh
+]
+
+
+def test_least_resource_usage_with_weight_ports_pulsar() -> None:
+    """testLeastResourceUsageWithWeight: a first call over all four brokers (broker 4 at 5 %), then
+    candidates 1..3 through six loads; each pick is the only broker 5 % under the average."""
+    strategy, rng = LeastResourceUsageWithWeight(), np.random.default_rng(0)
+    rates = {0: 200, 1: 200, 2: 200, 3: 200}
+    strategy.select([0, 1, 2, 3], 0, _modular({0: 10, 1: 30, 2: 60, 3: 5}, rates), PIP_174, rng)
+    picks = []
+    for usage, empty, _ in LRUWW_STEPS:
+        data = _modular({**usage, 3: 5}, rates, dict.fromkeys(empty, 0))
+        picks.append(strategy.select([0, 1, 2], 0, data, PIP_174, rng))
+    assert picks == [expected for _, _, expected in LRUWW_STEPS]
+
+
+def test_least_resource_usage_with_weight_with_a_history_missing_a_candidate_ports_pulsar() -> None:
+    """testLeastResourceUsageWithWeightWithArithmeticException: a history holding brokers 1, 2 and
+    4 but not candidate 3 still picks broker 1."""
+    strategy = LeastResourceUsageWithWeight(history={0: 0.1, 1: 0.3, 3: 0.05})
+    data = _modular({0: 10, 1: 30, 2: 60, 3: 5}, {0: 200, 1: 200, 2: 200, 3: 200})
+    assert strategy.select([0, 1, 2], 0, data, PIP_174, np.random.default_rng(0)) == 0
+
+
+def _extensible(ema: Mapping[int, float]) -> LoadData:
+    return _ext_data({b: (value, 0.0, ()) for b, value in ema.items()})
+
+
+# weightedMaxEMA of brokers 1..3 after each update in the extensible test (BrokerLoadData.update
+# at history 0.5: the first value as it is, then half the last and half the new; a broker pushed
+# anew starts again), and the broker it expects
+EXTENSIBLE_STEPS = [
+    ({0: 0.10, 1: 0.30, 2: 0.60}, 0),
+    ({0: 0.20, 1: 0.30, 2: 0.50}, 0),  # pushed anew: the first values again
+    ({0: 0.25, 1: 0.30, 2: 0.45}, 0),
+    ({0: 0.275, 1: 0.30, 2: 0.425}, 0),
+    ({0: 0.3125, 1: 0.25, 2: 0.4375}, 1),
+    ({0: 0.33125, 1: 0.225, 2: 0.0}, 2),  # broker 3 pushed anew at 0 %
+]
+
+
+def test_extensible_least_resource_usage_with_weight_ports_pulsar() -> None:
+    """The extensible LeastResourceUsageWithWeightTest: testSelect's six steps (broker 4 at 5 %
+    stays out of the candidates), testArithmeticException, and testNoLoadDataBrokers."""
+    strategy, rng = ExtensibleLeastResourceUsageWithWeight(), np.random.default_rng(0)
+    picks = [strategy.select([0, 1, 2], 0, _extensible({**ema, 3: 0.05}), PIP_174, rng) for ema, _ in EXTENSIBLE_STEPS]
+    assert picks == [expected for _, expected in EXTENSIBLE_STEPS]
+    assert strategy.select([0, 1, 2], 0, _extensible({0: 0.1, 1: 0.3, 2: 0.6, 3: 0.05}), PIP_174, rng) == 0
+    # no load data for brokers 3, 4 and candidate 5: the known ones are averaged
+    assert strategy.select([0, 1, 4], 0, _extensible({0: 0.5, 1: 1.0}), PIP_174, rng) == 0
+    # none under the average, or no data at all: any candidate
+    for ema in ({0: 1.0, 1: 1.0}, {}):
+        picks_now = {strategy.select([0, 1, 4], 0, _extensible(ema), PIP_174, rng) for _ in range(40)}
+        assert picks_now == {0, 1, 4}
