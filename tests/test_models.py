@@ -134,5 +134,5 @@ def test_the_wheel_ships_the_builtin_models(tmp_path: Path) -> None:
 def test_a_variant_with_a_key_of_the_wrong_type_is_a_model_error(body: str) -> None:
     """A variant file's keys come from a user (or a saved run names the file): a wrong TOML type
     is a ModelError naming the file, never a TypeError out of the merge."""
-    with pytest.raises(ModelError, match="odd.toml"):
+    with pytest.raises(ModelError, match=r"odd\.toml"):
         parse_model('variant_of = "pulsar-4"\n' + body, "odd.toml")
