@@ -123,12 +123,12 @@ def test_the_wheel_ships_the_builtin_models(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "body",
     [
-        'drop_transitions = 5\n',
-        'storages = 3\n',
-        'drop_flows = [[1]]\n',
+        "drop_transitions = 5\n",
+        "storages = 3\n",
+        "drop_flows = [[1]]\n",
         'transitions = "Owned"\n',
-        'drop_transitions = [1]\n',
-        'resolver = 7\n',
+        "drop_transitions = [1]\n",
+        "resolver = 7\n",
     ],
 )
 def test_a_variant_with_a_key_of_the_wrong_type_is_a_model_error(body: str) -> None:
