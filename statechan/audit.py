@@ -757,11 +757,28 @@ def private_cache() -> Path:
         base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
         cache = base / "statechan"
         cache.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if _private(cache):
+        if _private(cache) and all(_safe_parent(folder) for folder in cache.resolve().parents):
             return cache
     except (OSError, RuntimeError):  # no home, or one that cannot be written
         pass
-    return Path(tempfile.mkdtemp(prefix="statechan-code-"))  # 0700, a name no one can guess
+    return _fallback_cache()
+
+
+_FALLBACK: list[Path] = []
+"""The process's fallback cache folder, once made (see :func:`_fallback_cache`)."""
+
+
+def _fallback_cache() -> Path:
+    """One fresh private temporary folder per process (0700, a name no one can guess), removed
+    when the process ends: not one more folder and zip each time code is shipped."""
+    import atexit
+    import shutil
+
+    if not _FALLBACK or not _FALLBACK[-1].is_dir():
+        folder = Path(tempfile.mkdtemp(prefix="statechan-code-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        _FALLBACK.append(folder)
+    return _FALLBACK[-1]
 
 
 def _private(folder: Path) -> bool:
@@ -770,6 +787,17 @@ def _private(folder: Path) -> bool:
 
     info = folder.lstat()
     return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022
+
+
+def _safe_parent(folder: Path) -> bool:
+    """A folder above the cache that no other user can rename it out of: owned by this user or
+    root, and writable by others only with the sticky bit (as /tmp is)."""
+    import stat
+
+    info = folder.stat()
+    if info.st_uid not in (0, os.getuid()):
+        return False
+    return not info.st_mode & 0o022 or bool(info.st_mode & stat.S_ISVTX)
 
 
 def default_partitions(spark: Any, records: int) -> int:

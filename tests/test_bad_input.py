@@ -19,7 +19,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from statechan.audit import AuditReport, audit, code_zip, spark_error, spark_session
+from statechan.audit import AuditReport, audit, code_zip, private_cache, spark_error, spark_session
 from statechan.cli import app
 from statechan.cluster.runfile import RunFileError, load_saved_run
 from statechan.tracegen import generate, write_generated
@@ -593,6 +593,24 @@ def test_a_cache_folder_others_can_write_is_not_used(tmp_path: Path, monkeypatch
     finally:
         shipped.unlink()
         shipped.parent.rmdir()
+
+
+def test_a_cache_under_a_folder_others_can_rename_is_not_used_and_the_fallback_is_reused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another user who can write a folder above the cache (no sticky bit) could move the checked
+    cache away and put theirs in its place: such a cache is not used. The private folder used
+    instead is one per process, not one per shipping."""
+    shared = tmp_path / "shared"
+    (shared / "statechan").mkdir(parents=True)
+    shared.chmod(0o777)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(shared))
+    first = private_cache()
+    assert first != shared / "statechan"
+    assert stat.S_IMODE(first.stat().st_mode) == 0o700
+    assert private_cache() == first
+    shared.chmod(0o1777)  # sticky, as /tmp: others cannot rename what is not theirs
+    assert private_cache() == shared / "statechan"
 
 
 def test_a_parquet_trace_written_from_records_is_what_every_reader_takes(tmp_path: Path) -> None:
