@@ -912,7 +912,7 @@ def audit_spark(
         .sortWithinPartitions("offset")
     )
     fold = _arrow_fold(settings, other.registry, end_time, history, other.refused)
-    with _StageProgress(spark, note, count):
+    with StageProgress(spark, count, lambda done, s: note(f"replayed {done}/{count} partitions ({s:.0f} s)")):
         partials = channel.mapInArrow(fold, "partial string").collect()
     merged = Partial(settings.examples)
     for row in partials:
@@ -923,30 +923,30 @@ def audit_spark(
     return merged, other, records
 
 
-class _StageProgress:
-    """Reports, every ``every`` seconds while a Spark job runs, how many partitions are replayed
-    (Spark's own progress bar shows only on a terminal; this reaches logs too)."""
+class StageProgress:
+    """Calls ``report(done, seconds)`` every ``every`` seconds while a Spark job runs: the tasks
+    done of its running stage of ``tasks`` tasks (Spark's own progress bar shows only on a
+    terminal; this reaches logs too). The auditor's partitions and the balance sweep's runs."""
 
-    def __init__(self, spark: Any, note: Callable[[str], None], partitions: int, every: float = 10.0) -> None:
+    def __init__(self, spark: Any, tasks: int, report: Callable[[int, float], None], every: float = 10.0) -> None:
         import threading
 
         self.tracker = spark.sparkContext.statusTracker()
-        self.note, self.partitions, self.every = note, partitions, every
+        self.tasks, self.report, self.every = tasks, report, every
         self.done = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="statechan-audit-progress", daemon=True)
+        self.thread = threading.Thread(target=self._run, name="statechan-spark-progress", daemon=True)
         self.started = time.perf_counter()
 
     def _run(self) -> None:
         while not self.done.wait(self.every):
-            replayed = 0
+            done = 0
             for stage_id in self.tracker.getActiveStageIds():
                 info = self.tracker.getStageInfo(stage_id)
-                if info is not None and info.numTasks == self.partitions:
-                    replayed = max(replayed, info.numCompletedTasks)
-            elapsed = time.perf_counter() - self.started
-            self.note(f"replayed {replayed}/{self.partitions} partitions ({elapsed:.0f} s)")
+                if info is not None and info.numTasks == self.tasks:
+                    done = max(done, info.numCompletedTasks)
+            self.report(done, time.perf_counter() - self.started)
 
-    def __enter__(self) -> _StageProgress:
+    def __enter__(self) -> StageProgress:
         self.thread.start()
         return self
 

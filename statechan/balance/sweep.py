@@ -75,46 +75,28 @@ def sweep_spark(
     spark: Any = None,
 ) -> list[Row]:
     """The grid as Spark tasks (one partition per cell); ``progress(done, total)`` as tasks finish."""
-    import threading
-
-    from statechan.audit import code_zip, spark_session
+    from statechan.audit import StageProgress, code_zip, spark_session
 
     spark = spark or spark_session(master, app="statechan-balance")
     context = spark.sparkContext
     if not context.master.startswith("local"):
         context.addPyFile(str(code_zip()))
     payload = [cell.model_dump_json() for cell in cells]
-    rdd = context.parallelize(payload, max(1, len(payload))).map(run_cell)
-    result: list[list[Row]] = []
-    failure: list[BaseException] = []
+    total = len(payload)
+    rdd = context.parallelize(payload, max(1, total)).map(run_cell)
+    if progress is None:
+        return list(rdd.collect())
+    seen = [-1]
 
-    def collect() -> None:
-        try:
-            result.append(rdd.collect())
-        except BaseException as exc:  # handed to the caller's thread
-            failure.append(exc)
+    def changed(done: int, _: float) -> None:
+        if done != seen[0]:
+            seen[0] = done
+            progress(done, total)
 
-    worker = threading.Thread(target=collect, daemon=True)
-    worker.start()
-    tracker = context.statusTracker()
-    seen = -1
-    while worker.is_alive():
-        worker.join(2.0)
-        if progress is None:
-            continue
-        done = 0
-        for stage_id in tracker.getActiveStageIds():
-            info = tracker.getStageInfo(stage_id)
-            if info is not None:
-                done += info.numCompletedTasks
-        if done != seen and worker.is_alive():
-            seen = done
-            progress(done, len(payload))
-    if failure:
-        raise failure[0]
-    if progress is not None:
-        progress(len(payload), len(payload))
-    return result[0]
+    with StageProgress(spark, total, changed, every=2.0):
+        rows: list[Row] = rdd.collect()
+    progress(total, total)
+    return rows
 
 
 def write_parquet(rows: Sequence[Row], path: Path) -> None:
