@@ -31,7 +31,7 @@ import sys
 import time
 import types
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -816,9 +816,14 @@ def check(
             [(0, freezer.freeze(root), Counter(), held0)]
         )
 
-        def fail(node_id: int, message: str) -> None:
-            result.violation = message
-            result.path, result.picks = _path(nodes, node_id)
+        def fail(node_id: int, broken: Sequence[object], step: tuple[Action, tuple[int, ...]] | None = None) -> None:
+            """The search ends on ``broken``: the run to ``node_id`` (and then ``step``, when the
+            violation is that step's own and its state was already known)."""
+            result.violation = "; ".join(str(v) for v in broken[:3])
+            path, picks = _path(nodes, node_id)
+            if step is not None:
+                path, picks = [*path, step[0]], [*picks, *step[1]]
+            result.path, result.picks = path, picks
 
         while queue:
             node_id, frozen, spent, held = queue.popleft()
@@ -897,7 +902,7 @@ def check(
                         broken = check_invariants(child.observe(), ids)
                         if broken:
                             node.successors.append((known, action, child_picks))
-                            fail(known, "; ".join(str(v) for v in broken[:3]))
+                            fail(known, broken)
                             return _finish(result, nodes, started)
                         child.answers.clear()
                         queue.append((known, freezer.freeze(child), child_spent, child_held))
@@ -907,9 +912,7 @@ def check(
                         broken = check_invariants(child.observe(), ids)
                         if broken:
                             node.successors.append((known, action, child_picks))
-                            result.violation = "; ".join(str(v) for v in broken[:3])
-                            path, picks = _path(nodes, node_id)
-                            result.path, result.picks = [*path, action], [*picks, *child_picks]
+                            fail(node_id, broken, (action, child_picks))
                             return _finish(result, nodes, started)
                     node.successors.append((known, action, child_picks))
                     pick += 1

@@ -361,8 +361,7 @@ def simulate_command(
     ] = None,
 ) -> None:
     """Run a seeded cluster simulation and print what happened."""
-    from statechan.cluster.config import VARIANTS, SimConfig, StoreKind
-    from statechan.cluster.runfile import MAX_BUNDLES
+    from statechan.cluster.config import VARIANTS, SimConfig, StoreKind, check_cluster_size
     from statechan.cluster.runfile import save_run as write_run
     from statechan.cluster.runner import Simulation, Workload
     from statechan.traces import atomic_output
@@ -372,11 +371,10 @@ def simulate_command(
         raise typer.Exit(2)
     _writable(trace, "--trace")
     _writable(save_run, "--save-run", [trace] if trace else [], "the --trace file")
-    if namespaces * bundles > MAX_BUNDLES:
-        _usage_error(
-            f"--namespaces {namespaces} × --bundles {bundles}: at most {MAX_BUNDLES:,} bundles "
-            "(every bundle is checked at every step)"
-        )
+    try:
+        check_cluster_size(namespaces, bundles)
+    except ValueError as exc:
+        _usage_error(f"--namespaces {namespaces} × --bundles {bundles}: {exc}")
     config = SimConfig(
         brokers=brokers,
         namespaces=namespaces,
@@ -547,12 +545,10 @@ def check_command(
         )
         raise typer.Exit(2)
     if restarts > crashes + shutdowns:
-        err.print(
-            f"[red]error:[/red] --restarts {restarts}: only a crashed or shut-down broker restarts, and a run has "
-            f"{crashes} crash(es) and {shutdowns} shutdown(s) (--crashes, --shutdowns)",
-            highlight=False,
+        _usage_error(
+            f"--restarts {restarts}: only a crashed or shut-down broker restarts, and a run has "
+            f"{crashes} crash(es) and {shutdowns} shutdown(s) (--crashes, --shutdowns)"
         )
-        raise typer.Exit(2)
     invariants = [i for i in cluster_ids if i not in set(skip or ())]
     kinds = tuple(k.strip() for k in admin_kinds.split(",") if k.strip())
     try:
@@ -699,9 +695,7 @@ def replay_command(
     try:
         config, actions, note, picks = load_saved_run(run)
     except RunFileError as exc:
-        err.print("[red]error:[/red] ", end="")
-        err.print(str(exc), markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        _usage_error(str(exc))
     _writable(trace, "--trace", [run])
     checker, _ = _invariant_checker(1)
     steps = build_timeline(config, actions, checker, stop_at_violation=True, final_check=_history_checker, picks=picks)
@@ -1055,9 +1049,7 @@ def capture_zk_command(
             console.print(f"taking a snapshot, then following changes for {follow:g} s …", highlight=False)
         captured = capture_zk(hosts, timeout, follow_s=follow)
     except CaptureError as exc:
-        err.print("[red]error:[/red] ", end="")
-        err.print(str(exc), markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+        _usage_error(str(exc))
     with atomic_output(out) as partial:
         written = write_records(captured.records, partial)
     channel = sum(1 for r in captured.records if r.kind == "channel")
@@ -1233,7 +1225,6 @@ def _held_back(start: Callable[[], T]) -> T:
     """Start Spark with its JVM's standard error held back until it is up: a JVM that fails to
     start, or a SparkContext that refuses a setting, prints a Java stack trace that says less than
     the one line the caller prints. Once up, what was held and all that follows passes through."""
-    import os
     import threading
 
     read, write = os.pipe()

@@ -107,6 +107,22 @@ VARIANTS: dict[str, Variant] = {
 """Named variants: the current protocol and one per historical bug (by PR number)."""
 
 
+MAX_BUNDLES = 100_000
+"""Bundles a simulated cluster may have (namespaces × bundles per namespace): each is kept and
+checked at every step, so a cluster with more would not get through a run."""
+
+
+def check_cluster_size(namespaces: int, bundles_per_namespace: int) -> None:
+    """``ValueError`` for a cluster of more than :data:`MAX_BUNDLES` bundles (the one rule: a
+    configuration, a saved run and ``statechan simulate`` all meet it here)."""
+    bundles = namespaces * bundles_per_namespace
+    if bundles > MAX_BUNDLES:
+        raise ValueError(
+            f"{bundles:,} bundles: a simulated cluster has at most {MAX_BUNDLES:,} "
+            "(every bundle is checked at every step)"
+        )
+
+
 class SimConfig(BaseModel):
     """A simulated cluster: its shape, its store, its faults, and the channel settings."""
 
@@ -134,6 +150,11 @@ class SimConfig(BaseModel):
     def storage(self) -> StorageType:
         """The storage whose table the brokers' views apply (``both`` runs the system topic)."""
         return StorageType.MetadataStore if self.store is StoreKind.metadata_store else StorageType.SystemTopic
+
+    @model_validator(mode="after")
+    def _not_too_many_bundles(self) -> SimConfig:
+        check_cluster_size(self.namespaces, self.bundles_per_namespace)
+        return self
 
     def broker_ids(self) -> list[str]:
         return [f"broker-{i}:8080" for i in range(1, self.brokers + 1)]
