@@ -8,9 +8,11 @@ the rules it applies (table, broker checks, version policy) come from the protoc
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from statechan.model import BrokerCheck, ProtocolModel, StorageRules, load_model
 from statechan.states import ServiceUnitState, StorageType
@@ -203,16 +205,43 @@ def should_reject(
     return not decide(rules_for(storage, model), prev, new, check_brokers).accepted
 
 
+Held = TypeVar("Held", bound=ValueView)
+"""A value as its reader keeps it: a :class:`ServiceUnitStateData`, or a lighter :class:`ValueView`."""
+
+
+def offer(rules: StorageRules, held: Held | None, value: Held | None) -> tuple[Held | None, Verdict]:
+    """One step of a reader's fold: what it holds after ``value`` is offered to ``held`` (None:
+    nothing, or a tombstone), and the resolver's verdict. Every fold over a key's records is made
+    of these steps (:func:`offers`, :func:`settle`)."""
+    verdict = decide(rules, held, value, True)
+    return (value if verdict.accepted else held), verdict
+
+
+def offers(
+    rules: StorageRules, values: Iterable[Held | None], start: Held | None = None
+) -> Iterator[tuple[Held | None, Verdict]]:
+    """The fold of ``values`` in order, from ``start``, a step at a time: after each value, what
+    the reader holds and the verdict on it (a reader that needs to see each step: the history
+    invariants, ``traces show``)."""
+    held = start
+    for value in values:
+        held, verdict = offer(rules, held, value)
+        yield held, verdict
+
+
+def settle(rules: StorageRules, values: Iterable[Held | None], start: Held | None = None) -> Held | None:
+    """The value a reader holds after offering ``values`` in order, starting from ``start`` (the
+    fold of :func:`offers`, its last step)."""
+    last = deque(offers(rules, values, start), maxlen=1)
+    return last[0][0] if last else start
+
+
 def fold(
     values: Iterable[ServiceUnitStateData | None],
     storage: StorageType = StorageType.SystemTopic,
     start: ServiceUnitStateData | None = None,
     model: str | Path | ProtocolModel | None = None,
 ) -> ServiceUnitStateData | None:
-    """The value a reader holds after offering ``values`` in order, starting from ``start``."""
-    rules = rules_for(storage, model)
-    held = start
-    for value in values:
-        if decide(rules, held, value, True).accepted:
-            held = value
-    return held
+    """The value a reader holds after offering ``values`` in order, starting from ``start``: the
+    fold on ``storage``'s rules (:func:`settle`)."""
+    return settle(rules_for(storage, model), values, start)

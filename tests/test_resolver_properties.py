@@ -138,3 +138,23 @@ def test_a_folded_view_never_goes_back_in_version(
             assert after.version_id > held.version_id or (held.version_id == LONG_MAX and after.version_id == LONG_MIN)
         held = after
     assert held == fold(items, storage)
+
+
+@given(st.lists(optional_values, max_size=12), optional_values, storages)
+def test_the_fold_is_its_steps(
+    offered: list[ServiceUnitStateData | None], start: ServiceUnitStateData | None, storage: StorageType
+) -> None:
+    """``offers`` takes each value the resolver accepts against what it holds, and keeps what it
+    holds otherwise; ``settle`` and ``fold`` end where its last step does."""
+    from statechan.resolver import offer, offers, rules_for, settle
+
+    rules = rules_for(storage)
+    steps = list(offers(rules, offered, start))
+    held = start
+    for value, (after, verdict) in zip(offered, steps, strict=True):
+        assert verdict == resolve(held, value, storage)
+        assert after is (value if verdict.accepted else held)
+        assert offer(rules, held, value) == (after, verdict)
+        held = after
+    assert settle(rules, offered, start) is held
+    assert fold(offered, storage, start) is held

@@ -43,7 +43,7 @@ from statechan.invariants.violation import Violation as Violation
 from statechan.keys import BadKeyError, Bundle, parse_key
 from statechan.model import DEFAULT_MODEL, ProtocolModel, load_model
 from statechan.observation import Observation
-from statechan.resolver import decide, rules_for
+from statechan.resolver import offer, offers, rules_for, settle
 from statechan.states import ServiceUnitState, StorageType
 from statechan.values import ServiceUnitStateData, ValueView, brief
 
@@ -84,14 +84,8 @@ class KeyHistory:
         accepts (the resolver on read); on a metadata store, every committed write."""
         if self.storage is StorageType.MetadataStore:
             return self.channel
-        rules = rules_for(self.storage, self.model)
-        held: ServiceUnitStateData | None = None
-        kept = []
-        for record in self.channel:
-            if decide(rules, held, record.value).accepted:
-                held = record.value
-                kept.append(record)
-        return tuple(kept)
+        steps = offers(rules_for(self.storage, self.model), (record.value for record in self.channel))
+        return tuple(record for record, (_, verdict) in zip(self.channel, steps, strict=True) if verdict.accepted)
 
 
 ClusterCheck = Callable[[Observation], list[Violation]]
@@ -766,19 +760,10 @@ def _compaction_divergence(history: KeyHistory, across_deletions: bool) -> list[
     values = [r.value for r in history.channel]
     held: list[ServiceUnitStateData | None] = [None]  # held[i]: a full reader after i records
     lifetime_start = [0]  # lifetime_start[i]: where the lifetime held[i] belongs to began
-    for i, value in enumerate(values, start=1):
-        last = held[-1]
-        accepted = decide(rules, last, value).accepted
-        held.append(value if accepted else last)
-        lifetime_start.append(i if accepted and value is None else lifetime_start[-1])
+    for i, (after, verdict) in enumerate(offers(rules, values), start=1):
+        held.append(after)
+        lifetime_start.append(i if verdict.accepted and after is None else lifetime_start[-1])
     final = held[-1]
-
-    def finish(start: ServiceUnitStateData | None, tail_from: int) -> ServiceUnitStateData | None:
-        current = start
-        for value in values[tail_from:]:
-            if decide(rules, current, value).accepted:
-                current = value
-        return current
 
     first = max(1, len(values) - COMPACTION_CHECK_LIMIT + 1)
     for horizon in range(first, len(values) + 1):
@@ -793,10 +778,10 @@ def _compaction_divergence(history: KeyHistory, across_deletions: bool) -> list[
             if id(start) in tried:
                 continue
             tried.add(id(start))
-            served = compacted if decide(rules, start, compacted).accepted else start
+            served, _ = offer(rules, start, compacted)
             if served is compacted or served == compacted:  # identity first: pydantic's == is slow
                 continue
-            end = finish(served, horizon)
+            end = settle(rules, values[horizon:], served)
             if end is not final and end != final:
                 return [
                     Violation(

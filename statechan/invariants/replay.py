@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from statechan.invariants.violation import Violation
 from statechan.keys import Bundle, parse_key
 from statechan.model import DEFAULT_MODEL, load_model
-from statechan.resolver import Reason, decide, rules_for
+from statechan.resolver import Reason, offer, rules_for
 from statechan.states import ServiceUnitState, StorageType
 from statechan.values import ServiceUnitStateData, ValueView, is_blank
 
@@ -338,7 +338,7 @@ class NamespaceReplay:
         else:
             held_value = held.value
             held_state = held_value.state
-        verdict = decide(self.rules, held_value, value)
+        value, verdict = offer(self.rules, held_value, value)  # the value held after it
         reason = verdict.reason
         self.reasons[reason] += 1
         if not verdict.accepted:
