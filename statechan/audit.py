@@ -54,6 +54,8 @@ from statechan.resolver import Reason
 from statechan.states import ServiceUnitState, StorageType
 from statechan.traces import (
     PARQUET_COLUMNS,
+    AnyRecord,
+    BadLine,
     LeaderRecord,
     RegistryRecord,
     arrow_schema,
@@ -61,14 +63,17 @@ from statechan.traces import (
     check_output,
     check_readable,
     collector_paused,
-    decode_line,
+    decoded_line,
     error_reason,
     flat_row,
     from_flat_row,
     is_parquet,
-    open_text,
+    parquet_batches,
+    parquet_rows,
+    read_lines,
     row_text,
     split_map_errors,
+    trace_files,
     write_text_atomically,
 )
 from statechan.values import ServiceUnitStateData
@@ -446,19 +451,17 @@ def parse_line(source: int, number: int, text: str) -> dict[str, Any] | None:
     """One JSON Lines line as a flat row (the Parquet schema plus source, line, error, text);
     a blank line gives None, a bad one a row of kind ``malformed``."""
     stripped = text.strip()
-    if not stripped:
-        return None
-    record = decode_line(stripped)
-    if isinstance(record, str):
-        return _malformed(source, number, record, stripped)
-    row = flat_row(record)
+    return _as_row(source, number, decoded_line("", number, stripped)) if stripped else None
+
+
+def _as_row(source: int, number: int, item: AnyRecord | BadLine) -> dict[str, Any]:
+    """What the reader gave for a line as a flat row with its ``source`` and ``line``."""
+    if isinstance(item, BadLine):
+        row: dict[str, Any] = dict.fromkeys(name for name, _ in PARQUET_COLUMNS)
+        row.update(kind="malformed", source=source, line=number, error=item.reason, text=item.text)
+        return row
+    row = flat_row(item)
     row.update(source=source, line=number, error=None, text=None)
-    return row
-
-
-def _malformed(source: int, number: int, error: str, text: str) -> dict[str, Any]:
-    row: dict[str, Any] = dict.fromkeys(name for name, _ in PARQUET_COLUMNS)
-    row.update(kind="malformed", source=source, line=number, error=error, text=text)
     return row
 
 
@@ -472,9 +475,6 @@ def _note_other(other: Other, row: dict[str, Any], source: int, line: int | None
     kind = row.get("kind")
     if kind == "malformed":
         other.malformed.append((row["source"], row["line"], row["error"], row["text"]))
-        return
-    if kind not in ("registry", "leader", "view"):
-        other.malformed.append((source, line, f"kind: unknown record kind {kind!r}", row_text(row)))
         return
     try:
         record = from_flat_row(_BLANK_ROW | row)
@@ -492,26 +492,16 @@ def _note_other(other: Other, row: dict[str, Any], source: int, line: int | None
 
 # -- the local engine -----------------------------------------------------------------------------------
 def _file_rows(path: str, source: int) -> Iterator[dict[str, Any]]:
-    """A trace file's records as rows of the flat schema, with their ``source`` and ``line``."""
+    """A trace file's records as rows of the flat schema, with their ``source`` and ``line``: a
+    JSON Lines file through the one reader; a Parquet file's rows as they are (the engine
+    validates them as Spark's workers do, for the same quarantine)."""
     if is_parquet(path):
-        import pyarrow.parquet as pq
-
-        index = 0
-        for batch in pq.ParquetFile(path).iter_batches(LOCAL_BATCH_ROWS):
-            for row in batch.to_pylist():
-                index += 1
-                row.update(source=source, line=index, error=None, text=None)
-                yield row
+        for number, row in parquet_rows(path):
+            row.update(source=source, line=number, error=None, text=None)
+            yield row
     else:
-        with open_text(path) as handle:
-            for number, text in enumerate(handle, start=1):
-                row = parse_line(source, number, text)
-                if row is not None:
-                    yield row
-
-
-LOCAL_BATCH_ROWS = 65_536
-"""Rows per Arrow batch when the local engine reads Parquet."""
+        for number, item in read_lines(path):
+            yield _as_row(source, number, item)
 
 
 @dataclass
@@ -549,12 +539,10 @@ def _scan_parquet(path: str, source: int, other: Other, scan: _Scan) -> None:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    parquet = pq.ParquetFile(path)
-    others = []  # the row groups with other records, each with its first row (0-based)
-    first = 0
-    for group in range(parquet.metadata.num_row_groups):
+    others = []  # the row groups with other records
+    for group in range(pq.ParquetFile(path).metadata.num_row_groups):
         mixed = False
-        for batch in parquet.iter_batches(LOCAL_BATCH_ROWS, row_groups=[group], columns=["kind", "time", "offset"]):
+        for _, batch in parquet_batches(path, ["kind", "time", "offset"], group):
             channel = _is_channel(batch)
             channel_batch = batch.filter(channel)
             mixed = mixed or channel_batch.num_rows < batch.num_rows
@@ -573,32 +561,26 @@ def _scan_parquet(path: str, source: int, other: Other, scan: _Scan) -> None:
                     scan.last = offsets[-1].as_py()
             scan.records += batch.num_rows
         if mixed:
-            others.append((group, first))
-        first += parquet.metadata.row_group(group).num_rows
+            others.append(group)
     other.refused.update(((source, line), found) for line, found in split_map_errors(path).items())
-    for group, base in others:
-        for batch in parquet.iter_batches(LOCAL_BATCH_ROWS, row_groups=[group]):
+    for group in others:
+        for base, batch in parquet_batches(path, row_group=group):
             rest = pc.invert(_is_channel(batch))
             lines = _line_numbers(rest, base)
             for line, row in zip(lines, batch.filter(rest).to_pylist(), strict=True):
                 row.update(source=source, line=line, error=None, text=None)
                 _note_other(other, row, source, line)
-            base += batch.num_rows
 
 
 def _parquet_channel_rows(path: str, source: int) -> Iterator[tuple[Any, ...]]:
     """A Parquet file's channel records as :data:`CHANNEL_COLUMNS` tuples, a batch at a time
     (through :func:`arrow_columns`, as the Spark workers read theirs)."""
-    import pyarrow.parquet as pq
-
     words: dict[str, str] = {}
-    base = 0
-    for batch in pq.ParquetFile(path).iter_batches(LOCAL_BATCH_ROWS, columns=["kind", *CHANNEL_COLUMNS[:9]]):
+    for base, batch in parquet_batches(path, ["kind", *CHANNEL_COLUMNS[:9]]):
         channel = _is_channel(batch)
         lines = _line_numbers(channel, base)
         columns = arrow_columns(batch.filter(channel), CHANNEL_COLUMNS[:9], words)
         yield from zip(*columns, [source] * len(lines), lines, strict=True)
-        base += batch.num_rows
 
 
 _OFFSET = CHANNEL_COLUMNS.index("offset")
@@ -1127,9 +1109,9 @@ def audit(
     session (when ``spark`` is not given) once the inputs and outputs are checked."""
     settings = settings or AuditSettings()
     settings.ids()  # an unknown invariant fails before any work
-    names = [str(p) for p in paths]
-    if not names:
+    if not paths:
         raise ValueError("no trace files given")
+    names = [str(p) for p in trace_files(paths)]
     for name in names:
         check_readable(name)
     if report_path is not None:  # before any work: a report must not land on a trace

@@ -741,28 +741,14 @@ def traces_report_schema_command() -> None:
 
 
 def _trace_files(paths: Sequence[Path]) -> list[Path]:
-    """The trace files named: files as given, folders as their trace files (part files, as Spark
-    and the generator's users keep them; names starting with ``.`` or ``_`` left out, as Spark and
-    Hadoop do: a killed writer's temporary file, ``_SUCCESS``); exit 2 naming a path that is neither."""
-    inputs: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            found = sorted(
-                p
-                for p in path.iterdir()
-                if p.name.endswith((".parquet", ".jsonl", ".jsonl.gz")) and not p.name.startswith((".", "_"))
-            )
-            if not found:
-                err.print(
-                    f"[red]error:[/red] {path}: no .parquet, .jsonl or .jsonl.gz files in this folder", soft_wrap=True
-                )
-                raise typer.Exit(2)
-            inputs.extend(found)
-        elif path.is_file():
-            inputs.append(path)
-        else:
-            _usage_error(f"{path}: not a regular file" if path.exists() else f"{path}: no such file")
-    return inputs
+    """The trace files named (:func:`statechan.traces.trace_files`: folders as their part files);
+    exit 2 naming a path that is neither a file nor a folder of traces."""
+    from statechan.traces import trace_files
+
+    try:
+        return trace_files(paths)
+    except ValueError as exc:
+        _usage_error(str(exc))
 
 
 def _readable(paths: Sequence[Path]) -> None:

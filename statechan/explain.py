@@ -2,7 +2,7 @@
 what a reader holds after it — the view an operator needs once the auditor has named a key and an
 offset (``statechan traces show``).
 
-The verdicts come from the library's resolver (:func:`statechan.resolver.decide`), replayed from
+The verdicts come from the library's resolver (:func:`statechan.resolver.offer`), replayed from
 each key's first record exactly as the auditor replays it, so a record the audit counted as
 refused shows here with the same reason. Registry and leader records are interleaved for context:
 they are what ``owner-registered`` and ``orphan-cleaned`` read.
@@ -15,21 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pydantic
-
 from statechan.keys import BadKeyError, parse_key
-from statechan.resolver import Verdict, decide, rules_for
+from statechan.resolver import Verdict, offer, rules_for
 from statechan.states import StorageType
 from statechan.traces import (
     AnyRecord,
+    BadLine,
     ChannelRecord,
     LeaderRecord,
     RegistryRecord,
     ViewRecord,
-    decode_line,
-    from_flat_row,
-    is_parquet,
-    open_text,
+    read_lines,
+    trace_files,
 )
 from statechan.values import ServiceUnitStateData
 
@@ -55,6 +52,19 @@ class Selection:
 
     def wants(self, key: str) -> bool:
         return key in self.keys or (self.namespace is not None and key.startswith(self.namespace + "/"))
+
+    def arrow_mask(self, batch: Any) -> Any:
+        """The rows of an Arrow batch of the flat schema that may be selected: the keys named, the
+        namespace's keys, and the registry and leader records (context)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        keys = batch.column("key")
+        wanted = pc.is_in(keys, value_set=pa.array(sorted(self.keys), pa.string()))
+        if self.namespace is not None:
+            wanted = pc.or_(wanted, pc.starts_with(keys, self.namespace + "/"))
+        context = pc.is_in(batch.column("kind"), value_set=pa.array(["registry", "leader"]))
+        return pc.or_(pc.fill_null(wanted, False), context)
 
     def might_want(self, text: str) -> bool:
         """A cheap look at a raw JSON line before decoding it (an escaped ``\\/`` is decoded to be sure)."""
@@ -121,7 +131,7 @@ def story(
     over their span (and the leader at its start)."""
     kept: list[tuple[int, int, int, AnyRecord]] = []
     result = Story()
-    for source, path in enumerate(paths):
+    for source, path in enumerate(trace_files(paths)):
         for line, record in _read(path, selection, result):
             kept.append((record.offset, source, line, record))
     kept.sort(key=lambda item: item[:3])
@@ -146,8 +156,7 @@ def story(
             prior = held.get(record.key)
             if record.key not in held:
                 result.keys.append(record.key)
-            verdict = decide(rules, prior, record.value)
-            after = record.value if verdict.accepted else prior
+            after, verdict = offer(rules, prior, record.value)
             held[record.key] = after
             result.entries.append(Entry(record, verdict, after))
         elif isinstance(record, ViewRecord) or (
@@ -166,10 +175,15 @@ def _brokers(record: ChannelRecord) -> Iterator[str]:
 
 
 def _read(path: str | Path, selection: Selection, result: Story) -> Iterator[tuple[int, AnyRecord]]:
-    rows = _parquet_rows(path, selection, result) if is_parquet(path) else _jsonl_rows(path, selection, result)
-    for line, record in rows:
+    """The records of one trace file that may be selected (the rest only counted, unread: a trace
+    may hold millions), through the one reader; a malformed one among them is counted."""
+
+    def skipped(count: int) -> None:
+        result.records += count
+
+    for line, record in read_lines(path, selection, skipped):
         result.records += 1
-        if record is None:
+        if isinstance(record, BadLine):
             result.malformed += 1
         elif _selected(record, selection):
             yield line, record
@@ -181,48 +195,3 @@ def _selected(record: AnyRecord, selection: Selection) -> bool:
     if isinstance(record, ViewRecord):
         return selection.views and selection.wants(record.key)
     return selection.wants(record.key)
-
-
-def _jsonl_rows(path: str | Path, selection: Selection, result: Story) -> Iterator[tuple[int, AnyRecord | None]]:
-    """Each line that may hold a selected record: its record, ``None`` when it is malformed. The
-    others are only counted (a trace may hold millions; a malformed one among them is not seen)."""
-    with open_text(path) as handle:
-        for number, line in enumerate(handle, start=1):
-            text = line.strip()
-            if not text:
-                continue
-            if not selection.might_want(text):
-                result.records += 1
-                continue
-            record = decode_line(text)
-            yield number, None if isinstance(record, str) else record
-
-
-def _parquet_rows(path: str | Path, selection: Selection, result: Story) -> Iterator[tuple[int, AnyRecord | None]]:
-    """The rows of a Parquet trace that may be selected, the selection applied by Arrow before any
-    row becomes a record; the others are only counted."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    chosen = pa.array(sorted(selection.keys), pa.string())
-    context = pa.array(["registry", "leader"])
-    base = 0
-    for batch in pq.ParquetFile(str(path)).iter_batches(100_000):
-        keys = batch.column("key")
-        wanted = pc.is_in(keys, value_set=chosen)
-        if selection.namespace is not None:
-            wanted = pc.or_(wanted, pc.starts_with(keys, selection.namespace + "/"))
-        wanted = pc.or_(pc.fill_null(wanted, False), pc.is_in(batch.column("kind"), value_set=context))
-        picked = pc.indices_nonzero(pc.fill_null(wanted, False))
-        result.records += batch.num_rows - len(picked)
-        for index, row in zip(picked.to_pylist(), batch.take(picked).to_pylist(), strict=True):
-            yield base + index + 1, _flat(row)
-        base += batch.num_rows
-
-
-def _flat(row: dict[str, Any]) -> AnyRecord | None:
-    try:
-        return from_flat_row(row)
-    except (pydantic.ValidationError, KeyError, TypeError, ValueError):
-        return None

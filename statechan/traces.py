@@ -18,10 +18,10 @@ import os
 import re
 import tempfile
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
@@ -283,23 +283,91 @@ def decode_line(text: str) -> AnyRecord | str:
     return reason
 
 
-def read_trace(
-    path: str | Path, stats: ReadStats | None = None
-) -> Iterator[ChannelRecord | RegistryRecord | LeaderRecord | ViewRecord]:
-    """Every good record of a JSON Lines trace, in file order; bad lines go to ``stats.bad``."""
-    stats = stats if stats is not None else ReadStats()
+class Wanted(Protocol):
+    """A reader's selection, applied before a line or row becomes a record: a cheap look at a JSON
+    line's text, and an Arrow mask over a Parquet batch (each may keep more than is wanted; the
+    caller looks again at the records)."""
+
+    def might_want(self, text: str) -> bool: ...
+
+    def arrow_mask(self, batch: Any) -> Any: ...
+
+
+def read_lines(
+    path: str | Path, wanted: Wanted | None = None, skipped: Callable[[int], None] | None = None
+) -> Iterator[tuple[int, AnyRecord | BadLine]]:
+    """The one reader of a trace file, JSON Lines (plain or ``.gz``) or Parquet (by its name): each
+    line or row, numbered from 1 (blank lines are not records), as its record or as a
+    :class:`BadLine` saying why it is not one (:func:`decode_line`'s rule for a line,
+    :func:`from_flat_row`'s for a row). With ``wanted``, the lines or rows it leaves out are only
+    counted, through ``skipped``."""
     source = str(path)
+    if is_parquet(path):
+        for number, row in parquet_rows(path, None if wanted is None else wanted.arrow_mask, skipped):
+            try:
+                yield number, from_flat_row(row)
+            except (ValueError, KeyError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
+                yield number, BadLine(source, number, error_reason(exc), row_text(row))
+        return
     with open_text(path) as handle:
         for number, line in enumerate(handle, start=1):
             text = line.strip()
             if not text:
                 continue
-            record = decode_line(text)
-            if isinstance(record, str):
-                stats.bad.append(BadLine(source, number, record, text))
+            if wanted is not None and not wanted.might_want(text):
+                if skipped is not None:
+                    skipped(1)
+                continue
+            yield number, decoded_line(source, number, text)
+
+
+def decoded_line(source: str, number: int, text: str) -> AnyRecord | BadLine:
+    """Line ``number`` of ``source``, stripped and not blank: its record, or a :class:`BadLine`
+    (:func:`decode_line`'s rule; Spark's text reader hands the auditor's workers lines through this)."""
+    record = decode_line(text)
+    return BadLine(source, number, record, text) if isinstance(record, str) else record
+
+
+def read_records(path: str | Path, stats: ReadStats | None = None) -> Iterator[AnyRecord]:
+    """Every good record of a trace in either format (by its name), or of a folder of part files,
+    in file order; bad lines or rows go to ``stats.bad``."""
+    stats = stats if stats is not None else ReadStats()
+    for file in trace_files([path]):
+        for _, record in read_lines(file):
+            if isinstance(record, BadLine):
+                stats.bad.append(record)
                 continue
             stats.records += 1
             yield record
+
+
+read_trace = read_records
+"""The JSON Lines reader's old name: :func:`read_records` reads every format."""
+read_parquet = read_records
+"""The Parquet reader's old name: :func:`read_records` reads every format."""
+
+TRACE_SUFFIXES = (".parquet", ".jsonl", ".jsonl.gz")
+
+
+def trace_files(paths: Iterable[str | Path]) -> list[Path]:
+    """The trace files named: files as given, folders as their trace files in name order (part
+    files, as Spark and the generator's users keep them; names starting with ``.`` or ``_`` left
+    out, as Spark and Hadoop do: a killed writer's temporary file, ``_SUCCESS``). ``ValueError``
+    naming a path that is neither, or a folder without trace files."""
+    inputs: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            found = sorted(
+                p for p in path.iterdir() if p.name.endswith(TRACE_SUFFIXES) and not p.name.startswith((".", "_"))
+            )
+            if not found:
+                raise ValueError(f"{path}: no .parquet, .jsonl or .jsonl.gz files in this folder")
+            inputs.extend(found)
+        elif path.is_file():
+            inputs.append(path)
+        else:
+            raise ValueError(f"{path}: not a regular file" if path.exists() else f"{path}: no such file")
+    return inputs
 
 
 def to_json_line(record: BaseModel | Mapping[str, object]) -> str:
@@ -428,6 +496,9 @@ def flat_row(record: AnyRecord) -> dict[str, Any]:
     return row
 
 
+_KINDS = ("channel", "registry", "leader", "view")
+
+
 def _split_map(children: list[Any]) -> dict[Any, Any]:
     if any(not isinstance(child, dict) for child in children):
         raise ValueError("split_children: a child is null")
@@ -450,6 +521,8 @@ def from_flat_row(row: dict[str, Any]) -> AnyRecord:
         if row.get("timestamp") is not None:  # a null one is the JSON's absent field (0); the audit ignores it
             value["timestamp"] = row["timestamp"]
     kind = row["kind"]
+    if kind not in _KINDS:
+        raise ValueError(f"kind: unknown record kind {kind!r}")
     data: dict[str, Any] = {"kind": kind, "offset": row["offset"]}
     if kind == "channel":
         data.update(publish_time=row["time"], key=row["key"], value=value)
@@ -523,24 +596,42 @@ def row_text(row: Mapping[str, Any]) -> str:
     return json.dumps({n: row[n] for n, _ in PARQUET_COLUMNS if row.get(n) is not None}, default=str)
 
 
-def read_parquet(path: str | Path, stats: ReadStats | None = None) -> Iterator[AnyRecord]:
-    """Every good record of a Parquet trace, in file order; bad rows go to ``stats.bad`` under
-    their 1-based row numbers (as the auditor's quarantine numbers them)."""
+PARQUET_BATCH_ROWS = 65_536
+"""Rows per Arrow batch when a Parquet trace is read in this process."""
+
+
+def parquet_batches(
+    path: str | Path, columns: Sequence[str] | None = None, row_group: int | None = None
+) -> Iterator[tuple[int, Any]]:
+    """A Parquet trace's Arrow batches (of :data:`PARQUET_BATCH_ROWS` rows at most) in file order,
+    or those of one row group, each with the number of the file's rows before it (a row's line is
+    that plus its index plus one: the auditor's quarantine numbers rows so)."""
     import pyarrow.parquet as pq
 
-    stats = stats if stats is not None else ReadStats()
-    source = str(path)
-    number = 0
-    for batch in pq.ParquetFile(source).iter_batches():
-        for row in batch.to_pylist():
-            number += 1
-            try:
-                record = from_flat_row(row)
-            except ValueError as exc:  # pydantic's ValidationError is one
-                stats.bad.append(BadLine(source, number, error_reason(exc), row_text(row)))
-                continue
-            stats.records += 1
-            yield record
+    parquet = pq.ParquetFile(str(path))
+    groups = None if row_group is None else [row_group]
+    base = sum(parquet.metadata.row_group(g).num_rows for g in range(row_group or 0))
+    for batch in parquet.iter_batches(PARQUET_BATCH_ROWS, row_groups=groups, columns=columns):
+        yield base, batch
+        base += batch.num_rows
+
+
+def parquet_rows(
+    path: str | Path, mask: Callable[[Any], Any] | None = None, skipped: Callable[[int], None] | None = None
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """A Parquet trace's rows as dicts of the flat schema, not validated, each with its 1-based
+    line; with ``mask`` (an Arrow batch to a boolean array, null for no) only the rows it picks,
+    the others counted through ``skipped``."""
+    import pyarrow.compute as pc
+
+    for base, batch in parquet_batches(path):
+        if mask is None:
+            yield from enumerate(batch.to_pylist(), start=base + 1)
+            continue
+        picked = pc.indices_nonzero(pc.fill_null(mask(batch), False))
+        if skipped is not None:
+            skipped(batch.num_rows - len(picked))
+        yield from zip([base + i + 1 for i in picked.to_pylist()], batch.take(picked).to_pylist(), strict=True)
 
 
 def split_map_errors(path: str | Path) -> dict[int, tuple[str, str]]:
@@ -553,13 +644,11 @@ def split_map_errors(path: str | Path) -> dict[int, tuple[str, str]]:
 
     parquet = pq.ParquetFile(str(path))
     suspects: list[int] = []
-    base = 0
-    for batch in parquet.iter_batches(65_536, columns=["split_children"]):
+    for base, batch in parquet_batches(path, ["split_children"]):
         column = batch.column("split_children")
         odd = pc.is_null(pc.struct_field(pc.list_flatten(column), "range"))  # a null child has no range either
         if pc.any(odd).as_py():
             suspects.extend(sorted({base + i for i in pc.filter(pc.list_parent_indices(column), odd).to_pylist()}))
-        base += batch.num_rows
     found: dict[int, tuple[str, str]] = {}
     first = 0
     for group in range(parquet.metadata.num_row_groups):  # rare: the groups holding suspects, read whole
@@ -576,12 +665,6 @@ def split_map_errors(path: str | Path) -> dict[int, tuple[str, str]]:
                     found[index + 1] = (error_reason(exc), row_text(row))
         first += size
     return found
-
-
-def read_records(path: str | Path, stats: ReadStats | None = None) -> Iterator[AnyRecord]:
-    """Every good record of a trace in either format (by its name), in file order; bad lines or
-    rows go to ``stats.bad``."""
-    return read_parquet(path, stats) if is_parquet(path) else read_trace(path, stats)
 
 
 def is_parquet(path: str | Path) -> bool:

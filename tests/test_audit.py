@@ -256,7 +256,7 @@ def test_the_local_engine_reads_parquet_a_batch_at_a_time_as_spark_reads_it(
     file: the local engine's columnar reading gives Spark's report and quarantine, line for line."""
     import pyarrow.parquet as pq
 
-    import statechan.audit
+    import statechan.traces
 
     path = tmp_path / "trace.parquet"
     plant = {"single-owner": 1, "owner-registered": 2, "stuck-in-flight": 1}
@@ -275,7 +275,7 @@ def test_the_local_engine_reads_parquet_a_batch_at_a_time_as_spark_reads_it(
     ]
     assert {"channel"} in kinds
     assert any(len(k) > 1 for k in kinds)
-    monkeypatch.setattr(statechan.audit, "LOCAL_BATCH_ROWS", 97)
+    monkeypatch.setattr(statechan.traces, "PARQUET_BATCH_ROWS", 97)
     local = audit([path], tmp_path / "local.json", engine="local")
     on_spark = audit([path], tmp_path / "spark.json", spark=spark)
     assert local.malformed == 4
@@ -646,3 +646,59 @@ def test_workers_without_statechan_audit_with_the_shipped_code(tmp_path: Path) -
     assert json.loads(outputs["ship"]) == {"single-owner": 1, "owner-registered": 1}
     assert outputs["no-ship"].startswith("FAILED"), outputs["no-ship"]
     assert "statechan" in outputs["no-ship"]
+
+
+HOT_KEY = "hot/ns/0x00000000_0xffffffff"
+
+
+def _hot_key_trace(path: Path, transfers: int) -> tuple[int, int]:
+    """A trace whose channel records are all on one key: assigned to b1, then ``transfers``
+    transfers between b1 and b2, each Owned sent twice (the second a stale duplicate the resolver
+    refuses), then a last transfer left in flight until a registry record 100 s later (one
+    stuck-in-flight). Returns the stale duplicate's count and the stuck record's offset."""
+    from statechan.states import ServiceUnitState as S
+    from statechan.traces import ChannelRecord, RegistryRecord, write_parquet
+    from statechan.values import ServiceUnitStateData as D
+
+    values = [D(state=S.Assigning, dst_broker="b1", version_id=1), D(state=S.Owned, dst_broker="b1", version_id=2)]
+    version, owner, other = 2, "b1", "b2"
+    for _ in range(transfers):
+        owned = D(state=S.Owned, dst_broker=other, source_broker=owner, version_id=version + 3)
+        values += [
+            D(state=S.Releasing, dst_broker=other, source_broker=owner, version_id=version + 1),
+            D(state=S.Assigning, dst_broker=other, source_broker=owner, version_id=version + 2),
+            owned,
+            owned,
+        ]
+        version, owner, other = version + 3, other, owner
+    values.append(D(state=S.Releasing, dst_broker=other, source_broker=owner, version_id=version + 1))
+    start = 1_700_000_000_000
+    records: list[Any] = [
+        RegistryRecord(offset=i, time=start, broker=b, event="registered") for i, b in enumerate(("b1", "b2"))
+    ]
+    records += [
+        ChannelRecord(offset=2 + i, publish_time=start + 10 * i, key=HOT_KEY, value=value)
+        for i, value in enumerate(values)
+    ]
+    last = records[-1]
+    records.append(
+        RegistryRecord(offset=last.offset + 1, time=last.publish_time + 100_000, broker="b3", event="registered")
+    )
+    write_parquet(records, path)
+    return transfers, last.offset
+
+
+@pytest.mark.parametrize("engine", ["spark", "local"])
+def test_a_hot_key_is_replayed_as_a_stream(spark: Any, tmp_path: Path, engine: str) -> None:
+    """Every channel record on one key (one namespace, one partition, several Arrow batches): the
+    replay holds one value for the key whatever its length, and the report is exact."""
+    path = tmp_path / "hot.parquet"
+    stale, stuck = _hot_key_trace(path, 40_000)
+    report = audit([path], engine=engine, spark=spark if engine == "spark" else None)
+    channel = 2 + 4 * 40_000 + 1
+    assert (report.records, report.channel_records, report.bundles, report.namespaces) == (channel + 3, channel, 1, 1)
+    assert report.rejected == {"stale-version": stale}
+    assert report.accepted == channel - stale
+    assert _counts(report) == {"stuck-in-flight": 1}
+    example = report.violations["stuck-in-flight"].examples[0]
+    assert (example.key, example.offset) == (HOT_KEY, stuck)
