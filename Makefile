@@ -37,8 +37,9 @@ typecheck: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check statechan tests properties conftest.py
 
+BENCH_ARGS ?=
 bench: $(STAMP)
-	$(PY) -m statechan.bench
+	$(PY) -m statechan.bench $(BENCH_ARGS)
 
 deep: $(STAMP)
 	HYPOTHESIS_PROFILE=deep $(PY) -m pytest -q

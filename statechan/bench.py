@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import os
 import platform
 import random
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
-from statechan.resolver import Reason, resolve, should_reject
+from statechan.resolver import offer, resolve, rules_for, should_reject
 from statechan.states import ServiceUnitState, StorageType
 from statechan.values import ServiceUnitStateData, next_version
 
@@ -181,12 +183,12 @@ def bench_resolver(count: int) -> list[Figure]:
     # An auditor decodes each record once and folds it against the value it already holds.
     records = [n for _, n in encoded]
 
+    rules = rules_for(StorageType.SystemTopic)
+
     def audit_fold() -> None:
         held: ServiceUnitStateData | None = None
         for text in records:
-            value = decode(text) if text is not None else None
-            if resolve(held, value).reason is not Reason.STALE_VERSION:
-                held = value
+            held, _ = offer(rules, held, decode(text) if text is not None else None)
 
     figures.append(
         Figure(
@@ -415,11 +417,14 @@ def bench_hypothesis(_: int) -> list[Figure]:
 
 class _PeakMemory:
     """Polls the resident memory of a process and all its descendants (a Spark JVM and its Python
-    workers), keeping the largest sum seen. Linux ``/proc`` only; elsewhere it stays 0."""
+    workers), keeping the largest sum seen and each process's own peak under a role (see
+    :func:`_role`). Linux ``/proc`` only; elsewhere it stays 0."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.peak_bytes = 0
+        self.peaks: dict[int, tuple[str, int]] = {}
+        """Each process seen: its role and its own peak resident memory (bytes)."""
 
     def _tree(self) -> list[int]:
         children: dict[int, list[int]] = {}
@@ -444,18 +449,62 @@ class _PeakMemory:
         for pid in self._tree():
             try:
                 with open(f"/proc/{pid}/statm", encoding="utf-8") as statm:
-                    total += int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+                    resident = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+                role = _role(pid)  # read each time: a launcher script becomes the JVM by exec
             except (OSError, IndexError, ValueError):
                 continue
+            total += resident
+            self.peaks[pid] = (role, max(resident, self.peaks.get(pid, (role, 0))[1]))
         self.peak_bytes = max(self.peak_bytes, total)
 
+    def by_role(self) -> dict[str, int]:
+        """The largest single-process peak of each role (bytes)."""
+        found: dict[str, int] = {}
+        for role, peak in self.peaks.values():
+            found[role] = max(found.get(role, 0), peak)
+        return found
 
-def _run_measured(command: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float, int, str]:
-    """Run a command; its wall time (s), its process tree's peak resident memory, its output."""
+
+def _role(pid: int) -> str:
+    """What a process of a Spark run is: ``jvm`` (the driver and, in local mode, the executor),
+    ``worker`` (a PySpark Python worker or its daemon), or ``driver`` (the Python that started it)."""
+    with open(f"/proc/{pid}/cmdline", "rb") as handle:
+        words = handle.read().split(b"\0")
+    if os.path.basename(words[0]) == b"java":
+        return "jvm"
+    return "worker" if any(b"pyspark.daemon" in w or b"pyspark.worker" in w for w in words) else "driver"
+
+
+@dataclass
+class Measured:
+    """One command's run: wall seconds, the process tree's peak resident memory (bytes), each
+    role's largest single-process peak (bytes), the CPU seconds the machine spent, its output."""
+
+    seconds: float
+    peak_bytes: int
+    roles: dict[str, int]
+    cpu_seconds: float
+    output: str
+
+
+def _busy_cpu_seconds() -> float:
+    """The machine's busy CPU time so far (all processes, ``/proc/stat``); 0 where there is none."""
+    try:
+        with open("/proc/stat", encoding="utf-8") as stat:
+            fields = [int(f) for f in stat.readline().split()[1:]]
+    except OSError:
+        return 0.0
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def _measure(command: list[str], ok: tuple[int, ...] = (0,)) -> Measured:
+    """Run a command, sampling its process tree's memory every 0.5 s."""
     import subprocess
     import threading
 
     started = time.perf_counter()
+    busy = _busy_cpu_seconds()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     memory = _PeakMemory(process.pid)
     done = threading.Event()
@@ -468,11 +517,12 @@ def _run_measured(command: list[str], ok: tuple[int, ...] = (0,)) -> tuple[float
     watcher.start()
     output, _ = process.communicate()
     seconds = time.perf_counter() - started
+    cpu = _busy_cpu_seconds() - busy
     done.set()
     watcher.join()
     if process.returncode not in ok:
         raise RuntimeError(f"{' '.join(command)} failed ({process.returncode}):\n{output[-3000:]}")
-    return seconds, memory.peak_bytes, output
+    return Measured(seconds, memory.peak_bytes, memory.by_role(), cpu, output)
 
 
 _SPARK_FLOOR = """
@@ -497,8 +547,6 @@ def _duckdb_checks(path: str) -> tuple[float, dict[str, int]]:
     """Transition-pair and version checks in SQL, record against the previous record of its key;
     the transition table comes from the protocol model (not restated)."""
     import duckdb
-
-    from statechan.resolver import rules_for
 
     pairs = ", ".join(
         f"('{a.value}', '{b.value}')" for a, b in sorted(rules_for(StorageType.SystemTopic).edges, key=str)
@@ -526,45 +574,61 @@ def _duckdb_checks(path: str) -> tuple[float, dict[str, int]]:
     return seconds, {"channel records": row[0], "invalid pairs": row[1], "version breaks": row[2]}
 
 
-def bench_audit(records: int) -> list[Figure]:
-    """The trace auditor on a generated Parquet trace: Spark's floor for the file, the full Spark
-    audit, a single-process replay with the same library functions, and DuckDB's SQL checks."""
+def _bench_trace(records: int) -> tuple[str, bool]:
+    """The benchmark's generated Parquet trace of about ``records`` records (seed 1, every core),
+    made if absent: its path, and whether this run made it."""
     from statechan.tracegen import write_generated
 
     folder = os.environ.get("STATECHAN_BENCH_DIR", ".bench")
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, f"trace-{records}.parquet")
-    notes: dict[str, object] = {}
-    if not os.path.exists(path):
-        started = time.perf_counter()
-        part = path.removesuffix(".parquet") + ".part.parquet"
-        stats = write_generated(part, records, seed=1)
-        os.replace(part, path)
-        notes["generated"] = f"{stats.records:,} records in {time.perf_counter() - started:.1f} s (seed 1)"
-    master = os.environ.get("STATECHAN_BENCH_MASTER", "local[*]")
+    if os.path.exists(path):
+        return path, False
+    part = path.removesuffix(".parquet") + ".part.parquet"
+    write_generated(part, records, seed=1, workers=os.cpu_count() or 1)
+    os.replace(part, path)
+    return path, True
+
+
+def _spark_runs(path: str, master: str) -> tuple[Measured, int, Measured, dict[str, Any]]:
+    """Spark's floor for the trace and the Spark audit of it, one after the other, each a fresh
+    process tree: the floor's run and rows, the audit's run and report."""
     python = sys.executable
-    floor_s, floor_mem, floor_out = _run_measured([python, "-c", _SPARK_FLOOR, path, master])
-    rows = int(floor_out.rsplit("rows", 1)[1].split()[0])
-    report = os.path.join(folder, "audit-report.json")
-    audit_s, audit_mem, _ = _run_measured(
-        [python, "-m", "statechan", "audit", path, "--report", report, "--master", master], ok=(0, 1)
-    )
+    floor = _measure([python, "-c", _SPARK_FLOOR, path, master])
+    rows = int(floor.output.rsplit("rows", 1)[1].split()[0])
+    report = os.path.join(os.path.dirname(path), "audit-report.json")
+    audit = _measure([python, "-m", "statechan", "audit", path, "--report", report, "--master", master], ok=(0, 1))
     with open(report, encoding="utf-8") as handle:
-        summary = json.load(handle)
-    local_report = os.path.join(folder, "audit-report-local.json")
-    local_s, local_mem, _ = _run_measured(
-        [python, "-m", "statechan", "audit", path, "--report", local_report, "--engine", "local"], ok=(0, 1)
+        summary: dict[str, Any] = json.load(handle)
+    return floor, rows, audit, summary
+
+
+def _memory(run: Measured) -> str:
+    """A run's peak resident memory: the tree's, and each role's largest process."""
+    mib = 1 << 20
+    roles = ", ".join(f"{role} {peak / mib:,.0f}" for role, peak in sorted(run.roles.items()))
+    return f"tree {run.peak_bytes / mib:,.0f} MiB ({roles} MiB)"
+
+
+def bench_audit(records: int) -> list[Figure]:
+    """The trace auditor on a generated Parquet trace: Spark's floor for the file, the full Spark
+    audit, a single-process replay with the same library functions, and DuckDB's SQL checks."""
+    path, _ = _bench_trace(records)
+    master = os.environ.get("STATECHAN_BENCH_MASTER", "local[*]")
+    floor, rows, audit, summary = _spark_runs(path, master)
+    local_report = os.path.join(os.path.dirname(path), "audit-report-local.json")
+    local = _measure(
+        [sys.executable, "-m", "statechan", "audit", path, "--report", local_report, "--engine", "local"], ok=(0, 1)
     )
     with open(local_report, encoding="utf-8") as handle:
         same = json.load(handle)["violations"] == summary["violations"]
     duck_s, duck = _duckdb_checks(path)
     mib = 1 << 20
-    notes |= {
+    notes: dict[str, object] = {
         "file": f"{path} ({os.path.getsize(path) / mib:.0f} MiB, {summary['records']:,} records, "
         f"{summary['bundles']:,} bundles, {summary['namespaces']:,} namespaces)",
         "master": master,
-        "peak memory (process tree)": f"floor {floor_mem / mib:,.0f} MiB, audit {audit_mem / mib:,.0f} MiB, "
-        f"local {local_mem / mib:,.0f} MiB",
+        "peak memory": f"floor {_memory(floor)}; audit {_memory(audit)}; local {_memory(local)}",
         "violations": {k: v["count"] for k, v in summary["violations"].items() if v["count"]} or "none",
         "local engine agrees with spark": same,
         "duckdb": duck,
@@ -574,21 +638,79 @@ def bench_audit(records: int) -> list[Figure]:
         Figure(
             "audit: spark, full (session start included)",
             total,
-            audit_s,
+            audit.seconds,
             "spark floor (read, shuffle, sort; no-op sink)",
-            floor_s,
+            floor.seconds,
             notes,
         ),
-        Figure("audit: spark floor, no checks", rows, floor_s),
-        Figure("audit: single process, same library functions", total, local_s, "spark full audit", audit_s),
+        Figure("audit: spark floor, no checks", rows, floor.seconds),
+        Figure(
+            "audit: single process, same library functions", total, local.seconds, "spark full audit", audit.seconds
+        ),
         Figure(
             "audit: duckdb, transition pairs + versions in SQL",
             duck["channel records"],
             duck_s,
             "spark full audit",
-            audit_s,
+            audit.seconds,
         ),
     ]
+
+
+def bench_audit_scale(sizes: Sequence[int]) -> list[Figure]:
+    """The Spark audit and Spark's floor at each size of ``--audit-records`` (issue 27: 10M, 30M and
+    100M), each run's time per record and its memory (the tree's peak, and the largest single JVM,
+    Python worker and driver), with the machine's load average before each size. A trace this run
+    generates is deleted after its runs (``STATECHAN_BENCH_KEEP=1`` keeps it); the last figure is
+    the time per record at the largest size against the smallest."""
+    master = os.environ.get("STATECHAN_BENCH_MASTER", "local[*]")
+    figures: list[Figure] = []
+    per_record: dict[int, float] = {}
+    for records in sorted(sizes):
+        started = time.perf_counter()
+        path, made = _bench_trace(records)
+        generated = time.perf_counter() - started
+        load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
+        try:
+            floor, rows, audit, summary = _spark_runs(path, master)
+            size = os.path.getsize(path)
+        finally:
+            if made and not os.environ.get("STATECHAN_BENCH_KEEP"):
+                os.remove(path)
+        total = summary["records"]
+        per_record[records] = audit.seconds / total
+        figures.append(
+            Figure(
+                f"audit at scale: spark, {records:,} records",
+                total,
+                audit.seconds,
+                "spark floor, same trace, same run",
+                floor.seconds,
+                {
+                    "file": f"{size / (1 << 20):,.0f} MiB, {summary['bundles']:,} bundles, "
+                    f"{summary['namespaces']:,} namespaces" + (f", generated in {generated:.0f} s" if made else ""),
+                    "load average before (1, 5, 15 min)": ", ".join(f"{x:.2f}" for x in load),
+                    "time per record": f"audit {audit.seconds / total * 1e6:.2f} µs, floor "
+                    f"{floor.seconds / rows * 1e6:.2f} µs",
+                    "busy CPU seconds (whole machine)": f"audit {audit.cpu_seconds:.0f}, floor {floor.cpu_seconds:.0f}",
+                    "peak memory": f"audit {_memory(audit)}; floor {_memory(floor)}",
+                    "violations": {k: v["count"] for k, v in summary["violations"].items() if v["count"]} or "none",
+                },
+            )
+        )
+    if len(per_record) > 1:
+        small, large = min(per_record), max(per_record)
+        figures.append(
+            Figure(
+                f"audit at scale: time per record, {large:,} against {small:,}",
+                large,
+                per_record[large] * large,
+                f"{small:,} records' time per record, times {large // small}",
+                per_record[small] * large,
+                {"target": "within 1.15x (issue 27)"},
+            )
+        )
+    return figures
 
 
 def bench_check(_: int) -> list[Figure]:
@@ -682,10 +804,11 @@ def bench_balance(count: int) -> list[Figure]:
     return measure(count)
 
 
-BENCHMARKS: dict[str, Callable[[int], list[Figure]]] = {
+BENCHMARKS: dict[str, Callable[[Any], list[Figure]]] = {
     "balance": bench_balance,
     "generate": bench_generate,
     "audit": bench_audit,
+    "audit-scale": bench_audit_scale,
     "check": bench_check,
     "resolver": bench_resolver,
     "replay": bench_replay,
@@ -701,22 +824,34 @@ def main(argv: list[str] | None = None) -> int:
         "--pairs", type=int, default=1_000_000, help="resolver pairs / log records per benchmark (default 1,000,000)"
     )
     parser.add_argument(
-        "--audit-records", type=int, default=10_000_000, help="records in the audit benchmark's trace (default 10M)"
+        "--audit-records",
+        type=int,
+        nargs="+",
+        default=[10_000_000],
+        metavar="N",
+        help="records in the audit benchmark's trace (default 10M); audit-scale takes several sizes "
+        "(issue 27: 10000000 30000000 100000000)",
     )
     parser.add_argument(
         "--generate-records", type=int, default=10_000_000, help="records the generator benchmark writes (default 10M)"
     )
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = parser.parse_args(argv)
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)  # each figure as it comes, also into a log file
     if args.pairs < 1:
         parser.error("--pairs must be at least 1")
     info = machine()
     print(f"machine: {info['cpu']}, {info['cores']} cores, {info['implementation']} {info['python']}")
     print(f"command: python -m statechan.bench {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip())
     results: dict[str, list[dict[str, object]]] = {}
-    for name in args.only or sorted(BENCHMARKS):
+    for name in args.only or sorted(set(BENCHMARKS) - {"audit-scale"}):
         print(f"\n[{name}]")
-        size = {"audit": args.audit_records, "generate": args.generate_records}.get(name, args.pairs)
+        size = {
+            "audit": args.audit_records[0],
+            "audit-scale": args.audit_records,
+            "generate": args.generate_records,
+        }.get(name, args.pairs)
         figures = BENCHMARKS[name](size)
         for figure in figures:
             print(figure.line())
