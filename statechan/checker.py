@@ -8,28 +8,22 @@ is Next, ``check(observe())`` the invariants. Placement's random choice becomes 
 candidate broker is a successor (``Cluster(picks=...)``), and a saved counterexample carries its
 picks so ``statechan replay`` follows it exactly.
 
-A state is fingerprinted by a canonical walk of the cluster's objects that leaves out what does
-not change behaviour (the history, the trace, statistics, sequence numbers) and keeps times
-relative to the clock, capped beyond the longest timeout — so a monitor tick that changes
-nothing leads back to a state already seen. With symmetry on, the fingerprint is the least over
-the renamings of the broker ids that order the brokers by a renaming-invariant signature
-(brokers are interchangeable but for what the state says).
+A state is a value (:func:`statechan.cluster.value.capture`): nested tuples holding everything that
+decides what can happen next, times as ages capped beyond the longest timeout (so a monitor tick
+that changes nothing leads back to a state already seen). The queue holds values; each successor
+is stepped on a cluster restored from its parent's value, and the fingerprint hashes the value's
+text. With symmetry on, it is the least over the renamings of the broker ids that order the
+brokers by a renaming-invariant signature (brokers are interchangeable but for what the state says).
 """
 
 from __future__ import annotations
 
-import copyreg
-import enum
 import hashlib
-import io
 import itertools
 import os
-import pickle
-import random
 import re
 import sys
 import time
-import types
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -55,8 +49,8 @@ from statechan.cluster.actions import (
 )
 from statechan.cluster.config import VARIANTS, ChannelConfig, SimConfig, StoreKind
 from statechan.cluster.sim import ChannelState, Cluster
+from statechan.cluster.value import Value, capture, decode, restore, signature
 from statechan.states import ServiceUnitState, StorageType
-from statechan.values import ServiceUnitStateData
 
 ADMIN_KINDS = ("transfer", "split", "unload")
 """The admin operations a bound may allow (``Bounds.admin_kinds``), by their action kind."""
@@ -173,319 +167,10 @@ def budget_left(budget: dict[str, int], spent: Counter[str]) -> bytes:
 
 
 # -- fingerprints --------------------------------------------------------------------------------
-_SKIP = frozenset(
-    {
-        "history",
-        "trace",
-        "answers",
-        "_step_answers",
-        "counters",
-        "handled",
-        "stats",
-        "_seq",
-        "seq",
-        "model",
-        "config",
-        "clock",
-        "_live_keys",
-        "_sorted_keys",
-        "observers",
-        "_node_listeners",
-        "_session_listeners",
-        "_tail",
-        "_existing",
-        "_outdated",
-        "_records",
-        "_rules",
-        "compactions",
-        "_zxid",
-        "zxid",
-        "created_zxid",
-        "modified_zxid",
-        "rng",
-        "picks",
-        "plan",
-        "widths",
-        "_value",
-        "_next_session",
-        "session_id",
-        "ephemeral_owner",
-        "_clients",
-        "_loads_at",
-        "_leader_for",
-        "closed_units",
-        "name",
-    }
-)
-TIME_FLOOR = 10**12
-"""Integers at least this large are epoch milliseconds (the clock starts at 1.7e12)."""
-
-_FUNCTIONS = (types.FunctionType, types.MethodType, types.BuiltinFunctionType, type, random.Random)
 _BROKER = re.compile(r"broker-(\d+):8080")
-_PLACEHOLDER = 0xE000
-"""Broker ``n`` is written as the private-use character ``chr(_PLACEHOLDER + n)``, so a renaming
-is a few ``str.replace`` calls (see :data:`Renaming`)."""
-_INTERIM = 0xF000
-"""Broker ``n`` while a renaming is half done: ``chr(_INTERIM + n)``, another private-use
-character no state's text holds."""
 
-Renaming = tuple[tuple[str, str], ...]
-"""A renaming of broker placeholders as the ``str.replace`` calls that make it, in order: each
-moved broker to an interim character, then each interim character to its new number (so a swap
-does not rename twice). Far faster than ``str.translate`` with a table, which looks up every
-character of the text."""
-
-
-def renaming(mapping: dict[int, int]) -> Renaming | None:
-    """The replacements that rename broker ``old`` to ``new`` for each pair (None: no change)."""
-    moved = [(old, new) for old, new in mapping.items() if old != new]
-    if not moved:
-        return None
-    first = tuple((chr(_PLACEHOLDER + old), chr(_INTERIM + new)) for old, new in moved)
-    return first + tuple((chr(_INTERIM + new), chr(_PLACEHOLDER + new)) for _, new in moved)
-
-
-_BROKER_MARK = re.compile("[\ue001-\ue0ff]")
-
-
-def _placeholder(match: re.Match[str]) -> str:
-    return chr(_PLACEHOLDER + int(match.group(1)))
-
-
-class _Sorted(list):  # type: ignore[type-arg]
-    """The items of a map or set: put in order when the text is rendered, after renaming."""
-
-
-Parts = list[Any]
-"""A canonical text not yet rendered: strings, nested parts, and :class:`_Sorted` groups."""
-
-
-class _Walker:
-    """Writes the canonical parts of an object graph: times relative to ``now`` (capped), broker
-    ids as placeholders, frozen values in full wherever they occur, and a second reference to
-    any other object as its distance back in the walk (so two brokers' identical subtrees read
-    the same). Objects marked in ``seen`` with a name (the singletons) are referred to by it."""
-
-    def __init__(self, now: int, cap: int) -> None:
-        self.now = now
-        self.cap = cap
-        self.seen: dict[int, int | str] = {}
-        self.count = 0
-        self.values: dict[int, tuple[Parts, int]] = {}
-        self.marks = 0
-        """Broker placeholders written so far: a map whose items wrote none is sorted at once."""
-
-    def parts(self, obj: object) -> Parts:
-        out: Parts = []
-        self.walk(obj, out)
-        return out
-
-    def walk(self, obj: object, out: Parts) -> None:
-        kind = type(obj)
-        if kind is str:
-            out.append(self._named(repr(obj)))  # placeholders after repr, which would escape them
-        elif kind is int:
-            number: int = obj  # type: ignore[assignment]
-            if number >= TIME_FLOOR:
-                age = self.now - number
-                out.append(f"t{min(age, self.cap) if age >= 0 else age}")
-            else:
-                out.append(str(number))
-        elif obj is None or kind is bool or kind is float:
-            out.append(repr(obj))
-        elif isinstance(obj, enum.Enum):
-            out.append(obj.name)
-        elif kind is list or kind is tuple or kind is deque:
-            out.append("[")
-            for item in obj:  # type: ignore[attr-defined]
-                self.walk(item, out)
-                out.append(",")
-            out.append("]")
-        elif kind is dict:
-            marks = self.marks
-            group = _Sorted()
-            for key, value in obj.items():  # type: ignore[attr-defined]
-                entry: Parts = []
-                self.walk(key, entry)
-                entry.append(":")
-                self.walk(value, entry)
-                group.append(entry)
-            self._group(group, out, self.marks != marks)
-        elif kind is set or kind is frozenset:
-            marks = self.marks
-            group = _Sorted(self.parts(item) for item in obj)  # type: ignore[attr-defined]
-            self._group(group, out, self.marks != marks)
-        elif kind is bytes:
-            self._bytes(obj, out)  # type: ignore[arg-type]
-        elif isinstance(obj, _FUNCTIONS):
-            out.append("f")
-        elif isinstance(obj, BaseModel) and obj.model_config.get("frozen"):
-            self._value(obj, out)
-        else:
-            self._object(obj, out)
-
-    def _named(self, text: str) -> str:
-        """``text`` with each broker id as its placeholder, counted in :attr:`marks`."""
-        if "broker-" not in text:
-            return text
-        text, found = _BROKER.subn(_placeholder, text)
-        self.marks += found
-        return text
-
-    @staticmethod
-    def _group(group: _Sorted, out: Parts, renamed: bool) -> None:
-        """A map's or set's items: put in order now when no renaming can change them (``renamed``
-        False: they name no broker)."""
-        if not group:
-            out.append("{}")
-        elif renamed:
-            out.append(group)
-        else:
-            out.append("{" + ",".join(sorted(render(item, None) for item in group)) + "}")
-
-    def _value(self, obj: BaseModel, out: Parts) -> None:
-        ident = id(obj)
-        cached = self.values.get(ident)
-        if cached is None:
-            marks = self.marks
-            parts: Parts = [type(obj).__name__, "("]
-            for name, value in obj.__dict__.items():
-                parts.append(name + "=")
-                self.walk(value, parts)
-                parts.append(";")
-            parts.append(")")
-            self.values[ident] = (parts, self.marks - marks)
-        else:
-            parts, marks = cached
-            self.marks += marks
-        out.append(parts)
-
-    def _object(self, obj: object, out: Parts) -> None:
-        ident = id(obj)
-        mark = self.seen.get(ident)
-        if mark is not None:
-            out.append(f"@{mark}" if isinstance(mark, str) else f"@-{self.count - mark}")
-            return
-        self.seen[ident] = self.count
-        self.count += 1
-        kind = type(obj)
-        out.append(kind.__name__ + "(")
-        attributes = getattr(obj, "__dict__", None)
-        if attributes is None:
-            attributes = {name: getattr(obj, name) for name in getattr(obj, "__slots__", ())}
-        names = _FIELDS.get((kind, len(attributes)))
-        if names is None or any(name not in attributes for name in names):
-            names = _FIELDS[(kind, len(attributes))] = tuple(sorted(n for n in attributes if n not in _SKIP))
-        for name in names:
-            value = attributes[name]
-            if isinstance(value, _FUNCTIONS):
-                continue
-            out.append(name + "=")
-            self.walk(value, out)
-            out.append(";")
-        out.append(")")
-
-    def _bytes(self, data: bytes, out: Parts) -> None:
-        """A stored value's JSON: decoded, so its timestamp is made relative too."""
-        value = _decode(data)
-        if value is not None:
-            self._value(value, out)
-        else:
-            out.append(self._named(repr(data.decode("utf-8", "replace"))))
-
-
-_FIELDS: dict[tuple[type, int], tuple[str, ...]] = {}
-"""Per class (and number of attributes): the attributes a fingerprint reads, in order."""
-
-_DECODED: dict[bytes, ServiceUnitStateData | None] = {}
-
-
-def _decode(data: bytes) -> ServiceUnitStateData | None:
-    """Stored values decode to the same immutable object every time (a bounded cache)."""
-    if data in _DECODED:
-        return _DECODED[data]
-    value = None
-    if data[:1] == b"{":
-        try:
-            value = ServiceUnitStateData.model_validate_json(data)
-        except ValueError:
-            value = None
-    if len(_DECODED) > 100_000:
-        _DECODED.clear()
-    _DECODED[data] = value
-    return value
-
-
-def render(parts: Parts, table: Renaming | None) -> str:
-    """The text of ``parts`` with broker placeholders renamed by ``table`` and each map's items
-    in order (sorted after renaming, so renamed states read alike)."""
-    pieces: list[str] = []
-    for part in parts:
-        kind = type(part)
-        if kind is str:
-            if table is not None:
-                for old, new in table:
-                    part = part.replace(old, new)
-            pieces.append(part)
-        elif kind is _Sorted:
-            pieces.append("{" + ",".join(sorted(render(item, table) for item in part)) + "}")
-        else:
-            pieces.append(render(part, table))
-    return "".join(pieces)
-
-
-def compact(parts: Parts) -> Parts:
-    """The same text as fewer parts: nested lists flattened, each run of strings joined, and the
-    items of every map compacted in place (so one is found where it was)."""
-    out: Parts = []
-    run: list[str] = []
-
-    def add(items: Parts) -> None:
-        for part in items:
-            kind = type(part)
-            if kind is str:
-                run.append(part)
-                continue
-            if kind is _Sorted:
-                if run:
-                    out.append("".join(run))
-                    run.clear()
-                part[:] = [compact(item) for item in part]
-                out.append(part)
-            else:
-                add(part)
-
-    add(parts)
-    if run:
-        out.append("".join(run))
-    return out
-
-
-def state_parts(cluster: Cluster, cap: int) -> Parts:
-    """The canonical parts of the cluster's state: the shared clock, store and topic first (then
-    referred to by name), then the rest."""
-    walker = _Walker(cluster.clock.now_ms(), cap)
-    out: Parts = []
-    shared = [("clock", cluster.clock), ("store", cluster.store), ("topic", getattr(cluster, "topic", None))]
-    for name, obj in shared:
-        out.append(name + "=")
-        walker.walk(obj, out)
-        if obj is not None:
-            walker.seen[id(obj)] = name
-        out.append(";")
-    walker.seen[id(cluster)] = "cluster"
-    walker.count += 1
-    out.append("Cluster(")
-    for field_name, value in sorted(vars(cluster).items()):
-        if field_name in _SKIP or isinstance(value, _FUNCTIONS) or id(value) in walker.seen:
-            continue
-        if field_name == "_timers":
-            value = cluster.live_timers()
-        out.append(field_name + "=")
-        walker.walk(value, out)
-        out.append(";")
-    out.append(")")
-    return out
+Names = dict[str, str] | None
+"""A renaming of broker ids (None: every broker keeps its name)."""
 
 
 class FingerprintCollision(AssertionError):
@@ -493,12 +178,13 @@ class FingerprintCollision(AssertionError):
 
 
 class Fingerprinter:
-    """Fingerprints of states, optionally the least over renamings of the broker ids.
+    """Fingerprints of states: the hash of the state's captured value (:mod:`statechan.cluster.value`),
+    optionally the least over renamings of the broker ids.
 
     Not every renaming is tried: each broker gets a signature that no renaming changes (its own
-    part of the state with every broker id blanked out), and only the renamings that number the
-    brokers in signature order are rendered — every order among equal signatures. Renamed
-    states have the same signatures, so they get the same candidates and the same least text."""
+    record with every broker id blanked out), and only the renamings that number the brokers in
+    signature order are captured — every order among equal signatures. Renamed states have the
+    same signatures, so they get the same candidates and the same least text."""
 
     def __init__(self, brokers: int, cap: int, symmetry: bool) -> None:
         self.cap = cap
@@ -509,78 +195,40 @@ class Fingerprinter:
 
     def text(self, cluster: Cluster) -> str:
         """The canonical text the fingerprint hashes (the least over the renamings tried)."""
-        parts = state_parts(cluster, self.cap)
-        flat = compact(parts)  # first: it compacts the brokers' items in place for the candidates
-        tables: list[Renaming | None] = self.candidates(parts) if self.symmetry else [None]
-        return min(render(flat, table) for table in tables)
+        return self.canonical(cluster)[0]
+
+    def canonical(self, cluster: Cluster) -> tuple[str, Value | None]:
+        """The canonical text, and the cluster's own (unrenamed) value when capturing it was part
+        of the work."""
+        if not self.symmetry:
+            value = capture(cluster, self.cap)
+            return repr(value), value
+        best: str | None = None
+        own: Value | None = None
+        for names in self.candidates(cluster):
+            value = capture(cluster, self.cap, names)
+            text = repr(value)
+            if names is None:
+                own = value
+            if best is None or text < best:
+                best = text
+        assert best is not None
+        return best, own
 
     @staticmethod
     def digest(text: str) -> bytes:
         return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
-    @staticmethod
-    def candidates(parts: Parts) -> list[Renaming | None]:
-        """The renamings worth rendering."""
-        group = parts[parts.index("brokers=") + 1]
-        if type(group) is not _Sorted:
-            return [None]
-        signed: list[tuple[str, int]] = []
-        for item in group:
-            text = render(item, None)
-            own = _BROKER_MARK.search(text)  # the item starts with the broker's own id
-            if own is None:
-                return [None]
-            signed.append((_BROKER_MARK.sub("\ue000", text), ord(own.group()) - _PLACEHOLDER))
-        signed.sort()
-        runs = [[number for _, number in run] for _, run in itertools.groupby(signed, key=lambda x: x[0])]
-        tables: list[Renaming | None] = []
+    def candidates(self, cluster: Cluster) -> list[Names]:
+        """The renamings worth capturing."""
+        signed = sorted((signature(cluster, broker_id), broker_id) for broker_id in cluster.brokers)
+        runs = [[broker_id for _, broker_id in run] for _, run in itertools.groupby(signed, key=lambda x: x[0])]
+        tables: list[Names] = []
         for orders in itertools.product(*(itertools.permutations(run) for run in runs)):
-            sequence = [number for order in orders for number in order]
-            tables.append(renaming({old: new for new, old in enumerate(sequence, 1)}))
+            sequence = [broker_id for order in orders for broker_id in order]
+            names = {old: f"broker-{new}:8080" for new, old in enumerate(sequence, 1)}
+            tables.append(None if all(old == new for old, new in names.items()) else names)
         return tables
-
-
-# -- the search ----------------------------------------------------------------------------------
-_SHARED: dict[int, object] = {}
-"""Objects every state shares (the protocol model, the configuration), by id, while a check runs."""
-
-
-def _shared(ident: int) -> object:
-    return _SHARED[ident]
-
-
-class _Freezer:
-    """Copies of a cluster as bytes: pickled once per state, unpickled once per successor (a few
-    times faster than ``copy.deepcopy``, and a queued state costs a few kilobytes). The model and
-    the configuration are pickled as references, never copied."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        self.shared: list[object] = [cluster.model, cluster.config]
-        self.table = copyreg.dispatch_table.copy()
-        for obj in self.shared:
-            _SHARED[id(obj)] = obj
-            self.table[type(obj)] = self._reference
-
-    @staticmethod
-    def _reference(obj: object) -> tuple[Callable[[int], object], tuple[int]]:
-        if _SHARED.get(id(obj)) is not obj:
-            raise pickle.PicklingError(f"a second {type(obj).__name__} in the cluster: not shared")
-        return _shared, (id(obj),)
-
-    def freeze(self, cluster: Cluster) -> bytes:
-        buffer = io.BytesIO()
-        pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
-        pickler.dispatch_table = self.table
-        pickler.dump(cluster)
-        return buffer.getvalue()
-
-    def thaw(self, frozen: bytes) -> Cluster:
-        cluster: Cluster = pickle.loads(frozen)
-        return cluster
-
-    def close(self) -> None:
-        for obj in self.shared:
-            _SHARED.pop(id(obj), None)
 
 
 @dataclass
@@ -681,7 +329,7 @@ def _truth(cluster: Cluster) -> dict[str, ServiceUnitState]:
             if path.startswith(PATH_PREFIX + "/"):
                 node = cluster.store.get(path)
                 key = key_of(path)
-                value = _decode(node[0]) if node is not None else None
+                value = decode(node[0]) if node is not None else None
                 if value is not None and key is not None:
                     out[key] = value.state
         return out
@@ -791,18 +439,19 @@ def check(
         visitor(root, dict(budget))
     texts: dict[bytes, str] | None = {} if verify_fingerprints else None
 
-    def key_of(cluster: Cluster, spent: Counter[str]) -> bytes:
+    def key_of(cluster: Cluster, spent: Counter[str]) -> tuple[bytes, Value | None]:
+        """The state's key (its fingerprint and the budgets left), and its own value if captured."""
         left = budget_left(budget, spent)
-        if texts is None:
-            return fingerprint(cluster) + left
-        text = fingerprint.text(cluster)
+        text, own = fingerprint.canonical(cluster)
         key = fingerprint.digest(text) + left
-        known = texts.setdefault(key, text)
-        if known != text:
-            raise FingerprintCollision(f"two different states share the fingerprint {key.hex()}")
-        return key
+        if texts is not None:
+            known = texts.setdefault(key, text)
+            if known != text:
+                raise FingerprintCollision(f"two different states share the fingerprint {key.hex()}")
+        return key, own
 
-    ids_of: dict[bytes, int] = {key_of(root, Counter()): 0}
+    root_key, root_value = key_of(root, Counter())
+    ids_of: dict[bytes, int] = {root_key: 0}
     nodes: list[Node] = [
         Node(-1, None, (), 0, settled=settled(root, agree), label=state_label(root) if keep_graph else "")
     ]
@@ -810,133 +459,131 @@ def check(
         result.nodes = nodes
     held0: dict[str, Any] = {}
     _topic_transitions(root, 0, held0)
-    freezer = _Freezer(root)
-    try:
-        queue: deque[tuple[int, bytes, Counter[str], dict[str, Any]]] = deque(
-            [(0, freezer.freeze(root), Counter(), held0)]
-        )
+    cap = fingerprint.cap
+    queue: deque[tuple[int, Value, int, Counter[str], dict[str, Any]]] = deque(
+        [(0, root_value if root_value is not None else capture(root, cap), root.clock.now_ms(), Counter(), held0)]
+    )
 
-        def fail(node_id: int, broken: Sequence[object], step: tuple[Action, tuple[int, ...]] | None = None) -> None:
-            """The search ends on ``broken``: the run to ``node_id`` (and then ``step``, when the
-            violation is that step's own and its state was already known)."""
-            result.violation = "; ".join(str(v) for v in broken[:3])
-            path, picks = _path(nodes, node_id)
-            if step is not None:
-                path, picks = [*path, step[0]], [*picks, *step[1]]
-            result.path, result.picks = path, picks
+    def fail(node_id: int, broken: Sequence[object], step: tuple[Action, tuple[int, ...]] | None = None) -> None:
+        """The search ends on ``broken``: the run to ``node_id`` (and then ``step``, when the
+        violation is that step's own and its state was already known)."""
+        result.violation = "; ".join(str(v) for v in broken[:3])
+        path, picks = _path(nodes, node_id)
+        if step is not None:
+            path, picks = [*path, step[0]], [*picks, *step[1]]
+        result.path, result.picks = path, picks
 
-        while queue:
-            node_id, frozen, spent, held = queue.popleft()
-            cluster = freezer.thaw(frozen)
-            node = nodes[node_id]
-            node.expanded = True
-            if bounds.depth is not None and node.depth >= bounds.depth:
-                node.expanded = False
-                result.complete = False
-                result.stopped = result.stopped or f"depth bound {bounds.depth}"
+    while queue:
+        node_id, frozen, at, spent, held = queue.popleft()
+        cluster = restore(frozen, at, root)
+        node = nodes[node_id]
+        node.expanded = True
+        if bounds.depth is not None and node.depth >= bounds.depth:
+            node.expanded = False
+            result.complete = False
+            result.stopped = result.stopped or f"depth bound {bounds.depth}"
+            continue
+        topic_start = cluster.topic.end
+        truth_before = _truth(cluster)
+        taken: list[tuple[Action, str | None]] = []
+        for action in cluster.enabled_actions():
+            kind = budget_kind(action, bounds)
+            if kind == "off" or (kind is not None and spent[kind] >= budget[kind]):
+                if kind == "tick":
+                    node.timers_cut = True
                 continue
-            topic_start = cluster.topic.end
-            truth_before = _truth(cluster)
-            taken: list[tuple[Action, str | None]] = []
-            for action in cluster.enabled_actions():
-                kind = budget_kind(action, bounds)
-                if kind == "off" or (kind is not None and spent[kind] >= budget[kind]):
-                    if kind == "tick":
-                        node.timers_cut = True
-                    continue
-                taken.append((action, kind))
-            for index, (action, kind) in enumerate(taken):
-                reader = action.broker if isinstance(action, Deliver) else None
-                seen_before = dict(cluster.brokers[reader].view.data()) if reader is not None else {}
-                width = 1
-                pick = 0
-                while pick < width:
-                    # the last successor takes the expanded copy itself (nothing reads it after): one unpickling less
-                    child = cluster if index == len(taken) - 1 and pick == 0 else freezer.thaw(frozen)
-                    child.plan = deque([pick])
-                    try:
-                        child.step(action)
-                    except ValueError:
-                        # listed as enabled but refused when taken: not a transition (counted, see notes)
-                        result.refused += 1
-                        break
-                    if pick == 0 and child.widths:
-                        width = child.widths[0]
-                    child_picks = tuple(child.picks or ())
-                    child.picks = []
-                    child.trace.clear()
-                    child.history.clear()
-                    result.transitions += 1
-                    child_held = held
-                    if cluster.storage is StorageType.SystemTopic:
-                        child_held = dict(held)
-                        pairs = _topic_transitions(child, topic_start, child_held)
-                    else:
-                        pairs = _store_transitions(truth_before, _truth(child))
-                    if reader is not None:
-                        # what the delivering broker's view took: after a compaction, edges no writer takes
-                        pairs = pairs + _view_transitions(seen_before, child.brokers[reader].view.data())
-                    for pair in pairs:
-                        result.coverage.setdefault(pair, Counter())[action.kind] += 1
-                    child_spent = spent.copy()
-                    if kind is not None:
-                        child_spent[kind] += 1
-                    print_ = key_of(child, child_spent)
-                    known = ids_of.get(print_)
-                    if known is None:
-                        known = len(nodes)
-                        ids_of[print_] = known
-                        nodes.append(
-                            Node(
-                                node_id,
-                                action,
-                                child_picks,
-                                node.depth + 1,
-                                settled=settled(child, agree),
-                                label=state_label(child) if keep_graph else "",
-                            )
+            taken.append((action, kind))
+        for index, (action, kind) in enumerate(taken):
+            reader = action.broker if isinstance(action, Deliver) else None
+            seen_before = dict(cluster.brokers[reader].view.data()) if reader is not None else {}
+            width = 1
+            pick = 0
+            while pick < width:
+                # the last successor takes the expanded copy itself (nothing reads it after): one restore less
+                child = cluster if index == len(taken) - 1 and pick == 0 else restore(frozen, at, root)
+                child.plan = deque([pick])
+                try:
+                    child.step(action)
+                except ValueError:
+                    # listed as enabled but refused when taken: not a transition (counted, see notes)
+                    result.refused += 1
+                    break
+                if pick == 0 and child.widths:
+                    width = child.widths[0]
+                child_picks = tuple(child.picks or ())
+                child.picks = []
+                child.trace.clear()
+                child.history.clear()
+                result.transitions += 1
+                child_held = held
+                if cluster.storage is StorageType.SystemTopic:
+                    child_held = dict(held)
+                    pairs = _topic_transitions(child, topic_start, child_held)
+                else:
+                    pairs = _store_transitions(truth_before, _truth(child))
+                if reader is not None:
+                    # what the delivering broker's view took: after a compaction, edges no writer takes
+                    pairs = pairs + _view_transitions(seen_before, child.brokers[reader].view.data())
+                for pair in pairs:
+                    result.coverage.setdefault(pair, Counter())[action.kind] += 1
+                child_spent = spent.copy()
+                if kind is not None:
+                    child_spent[kind] += 1
+                print_, own = key_of(child, child_spent)
+                known = ids_of.get(print_)
+                if known is None:
+                    known = len(nodes)
+                    ids_of[print_] = known
+                    nodes.append(
+                        Node(
+                            node_id,
+                            action,
+                            child_picks,
+                            node.depth + 1,
+                            settled=settled(child, agree),
+                            label=state_label(child) if keep_graph else "",
                         )
-                        result.depth = max(result.depth, node.depth + 1)
-                        if visitor is not None:
-                            visitor(child, {kind: budget[kind] - child_spent[kind] for kind in budget})
-                        broken = check_invariants(child.observe(), ids)
-                        if broken:
-                            node.successors.append((known, action, child_picks))
-                            fail(known, broken)
-                            return _finish(result, nodes, started)
-                        child.answers.clear()
-                        queue.append((known, freezer.freeze(child), child_spent, child_held))
-                    elif child.answers:
-                        # the answers a step gave are its own (not the state's): checked on every
-                        # step that gives some, also one that leads back to a known state
-                        broken = check_invariants(child.observe(), ids)
-                        if broken:
-                            node.successors.append((known, action, child_picks))
-                            fail(node_id, broken, (action, child_picks))
-                            return _finish(result, nodes, started)
-                    node.successors.append((known, action, child_picks))
-                    pick += 1
-            if len(nodes) >= max_states:
-                result.complete = False
-                result.stopped = f"state bound {max_states:,}"
-                break
-            if max_memory_mb is not None and node_id % 256 == 0 and resident_mb() > max_memory_mb:
-                result.complete = False
-                result.stopped = f"memory bound {max_memory_mb:,} MiB"
-                break
-            now = time.perf_counter()
-            if max_seconds is not None and now - started > max_seconds:
-                result.complete = False
-                result.stopped = f"time bound {max_seconds:g} s"
-                break
-            if progress is not None and now - last_report >= progress_every_s:
-                progress(len(nodes), len(queue), node.depth, now - started)
-                last_report = now
-        _finish(result, nodes, started)
-        if result.violation is None and result.complete:
-            _liveness(result, nodes)
-    finally:
-        freezer.close()
+                    )
+                    result.depth = max(result.depth, node.depth + 1)
+                    if visitor is not None:
+                        visitor(child, {kind: budget[kind] - child_spent[kind] for kind in budget})
+                    broken = check_invariants(child.observe(), ids)
+                    if broken:
+                        node.successors.append((known, action, child_picks))
+                        fail(known, broken)
+                        return _finish(result, nodes, started)
+                    child.answers.clear()
+                    value = own if own is not None else capture(child, cap)
+                    queue.append((known, value, child.clock.now_ms(), child_spent, child_held))
+                elif child.answers:
+                    # the answers a step gave are its own (not the state's): checked on every
+                    # step that gives some, also one that leads back to a known state
+                    broken = check_invariants(child.observe(), ids)
+                    if broken:
+                        node.successors.append((known, action, child_picks))
+                        fail(node_id, broken, (action, child_picks))
+                        return _finish(result, nodes, started)
+                node.successors.append((known, action, child_picks))
+                pick += 1
+        if len(nodes) >= max_states:
+            result.complete = False
+            result.stopped = f"state bound {max_states:,}"
+            break
+        if max_memory_mb is not None and node_id % 256 == 0 and resident_mb() > max_memory_mb:
+            result.complete = False
+            result.stopped = f"memory bound {max_memory_mb:,} MiB"
+            break
+        now = time.perf_counter()
+        if max_seconds is not None and now - started > max_seconds:
+            result.complete = False
+            result.stopped = f"time bound {max_seconds:g} s"
+            break
+        if progress is not None and now - last_report >= progress_every_s:
+            progress(len(nodes), len(queue), node.depth, now - started)
+            last_report = now
+    _finish(result, nodes, started)
+    if result.violation is None and result.complete:
+        _liveness(result, nodes)
     if measure_symmetry and symmetry and result.complete and result.ok:
         plain = check(bounds, store, variant, False, max_states, max_seconds, max_memory_mb, invariants=ids)
         result.concrete_states = plain.states if plain.complete else 0

@@ -20,7 +20,6 @@ from statechan.checker import (
     check,
     counted,
     graph_text,
-    state_parts,
 )
 from statechan.cli import app
 from statechan.cluster import Cluster, Lookup, RunTask, SimConfig, StoreKind
@@ -153,25 +152,28 @@ def test_symmetric_states_share_a_fingerprint_only_with_symmetry_on() -> None:
     other = _assigned(config, "broker-3:8080", "broker-3:8080")
     assert with_symmetry(one) == with_symmetry(other)
     assert without(one) != without(other)
-    # only renamings in signature order are rendered: at the start broker-2 and broker-3 are alike
+    # only renamings in signature order are captured: at the start broker-2 and broker-3 are alike
     # (two orders), broker-1 leads; once broker-2 owns the bundle every broker differs (one)
-    assert len(Fingerprinter.candidates(state_parts(Cluster(config), 10**7))) == 2
-    assert len(Fingerprinter.candidates(state_parts(one, 10**7))) == 1
+    assert len(with_symmetry.candidates(Cluster(config))) == 2
+    assert len(with_symmetry.candidates(one)) == 1
     # the leader's role breaks the symmetry: placing on the leader is a different state
     on_leader = _assigned(config, "broker-2:8080", "broker-1:8080")
     assert with_symmetry(on_leader) != with_symmetry(one)
 
 
-def test_a_renaming_permutes_placeholders_without_renaming_twice() -> None:
-    from statechan.checker import renaming, render
+def test_a_renaming_swaps_broker_ids_everywhere_in_the_value_and_orders_brokers_by_new_name() -> None:
+    from statechan.cluster.value import capture
 
-    one, two, three = "\ue001", "\ue002", "\ue003"
-    swap = renaming({1: 2, 2: 1, 3: 3})
-    assert swap is not None
-    assert render([f"a{one}b{two}c{three}", f"{two}{two}"], swap) == f"a{two}b{one}c{three}{one}{one}"
-    cycle = renaming({1: 2, 2: 3, 3: 1})
-    assert render([f"{one}{two}{three}"], cycle) == f"{two}{three}{one}"
-    assert renaming({1: 1, 2: 2}) is None
+    config = SimConfig(brokers=3, bundles_per_namespace=1, trace_views=False)
+    one = _assigned(config, "broker-2:8080", "broker-2:8080")
+    other = _assigned(config, "broker-3:8080", "broker-3:8080")
+    swap = {"broker-2:8080": "broker-3:8080", "broker-3:8080": "broker-2:8080"}
+    assert capture(one, 10**7) != capture(other, 10**7)
+    assert capture(one, 10**7, swap) == capture(other, 10**7)
+    assert "broker-2" in repr(capture(one, 10**7))
+    assert "broker-2" in repr(capture(one, 10**7, swap))
+    brokers = capture(one, 10**7, swap)[2]
+    assert [record[0] for record in brokers] == sorted(record[0] for record in brokers)
 
 
 def test_a_loop_that_never_settles_is_reported_as_a_lasso() -> None:
@@ -337,6 +339,43 @@ def test_the_checkers_counterexample_for_finding_7_replays_on_the_current_protoc
 
 
 # -- soundness: the checker against a search that merges only byte-identical states ---------------
+_SHARED: dict[int, object] = {}
+
+
+def _shared(ident: int) -> object:
+    return _SHARED[ident]
+
+
+class _Freezer:
+    """Exact copies of a cluster as pickled bytes (the model and configuration by reference): the
+    reference search's states, independent of the value the checker captures."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        import copyreg
+
+        self.table = copyreg.dispatch_table.copy()
+        for obj in (cluster.model, cluster.config):
+            _SHARED[id(obj)] = obj
+            self.table[type(obj)] = lambda o: (_shared, (id(o),))
+
+    def freeze(self, cluster: Cluster) -> bytes:
+        import io
+        import pickle
+
+        buffer = io.BytesIO()
+        pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+        pickler.dispatch_table = self.table
+        pickler.dump(cluster)
+        return buffer.getvalue()
+
+    @staticmethod
+    def thaw(frozen: bytes) -> Cluster:
+        import pickle
+
+        cluster: Cluster = pickle.loads(frozen)
+        return cluster
+
+
 def _reference_search(
     bounds: Bounds, store: StoreKind, fingerprints: list[Fingerprinter], variant: str = "current"
 ) -> tuple[list[set[bytes]], bool]:
@@ -344,7 +383,7 @@ def _reference_search(
     byte for byte the same (no abstraction at all), named by each of ``fingerprints`` with the
     budgets left: what the checker must reach, abstraction for abstraction. Also whether any
     state broke an invariant."""
-    from statechan.checker import _Freezer, budget_kind, checker_config
+    from statechan.checker import budget_kind, checker_config
     from statechan.invariants.catalogue import check as check_invariants
 
     root = Cluster(checker_config(bounds, store, variant), picks=[])

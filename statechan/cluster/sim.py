@@ -71,6 +71,7 @@ from statechan.stores.tableview import (
     Listener,
     MetadataStoreTableView,
     PendingPut,
+    RecordListener,
     SystemTopicTableView,
     TableView,
     key_of,
@@ -183,21 +184,23 @@ class Broker:
             )
         else:
             topic_view = SystemTopicTableView(cluster.topic, self.id, cluster.model)
-            if cluster.config.trace_views:
-                topic_view.on_record(self._observe_record)
             self.view = topic_view
             self.reader = topic_view.reader
-        tail: Listener = self.handle_event
-        existing: Listener = self.handle_existing
-        outdated: Listener = self.handle_invalidate
-        if isinstance(self.view, MetadataStoreTableView) and cluster.config.trace_views:
-            # a store view changes by watch events, by dropping everything when its session is lost,
-            # and by loading every node when it starts or its session comes back: each is traced
-            tail, existing, outdated = self._traced_event, self._traced_existing, self._traced_invalidate
-        self.view.start(tail=tail, existing=existing, outdated=outdated)
+        self.view.start(*self.view_listeners())
         self.channel = ChannelState.Started
         if self.leader_view is None:
             self.try_lead()
+
+    def view_listeners(self) -> tuple[Listener, Listener, Listener, RecordListener | None]:
+        """What the view calls: on a change at its tail, for each item it loads, for each item it
+        drops, and (traced topic views) for every record it reads."""
+        if not self.cluster.config.trace_views:
+            return self.handle_event, self.handle_existing, self.handle_invalidate, None
+        if isinstance(self.view, MetadataStoreTableView):
+            # a store view changes by watch events, by dropping everything when its session is lost,
+            # and by loading every node when it starts or its session comes back: each is traced
+            return self._traced_event, self._traced_existing, self._traced_invalidate, None
+        return self.handle_event, self.handle_existing, self.handle_invalidate, self._observe_record
 
     def register(self) -> None:
         data = json.dumps({"broker": self.id, "incarnation": self.incarnation}).encode()

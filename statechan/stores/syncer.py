@@ -118,10 +118,15 @@ class TableViewSyncer:
         self._saved_threshold = self.topic.compaction_threshold
         self.topic.compaction_threshold = 0
         self.client.deliver_all()  # our own copy's notifications are not news
-        self.topic_view.on_record(self._on_topic_record)
-        self.topic_view.start(tail=self._from_topic)
+        self.topic_view.start(tail=self._from_topic, record=self._on_topic_record)
         self.store_view.start(tail=self._from_store)
         self.active = True
+
+    def attach(self) -> None:
+        """Listen as :meth:`start` does, without copying or loading (a restored syncer's views
+        already hold their items)."""
+        self.topic_view.attach(tail=self._from_topic, record=self._on_topic_record)
+        self.store_view.attach(tail=self._from_store)
 
     def close(self) -> None:
         """Restore the compaction threshold and close both views."""

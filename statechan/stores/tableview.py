@@ -39,6 +39,8 @@ _SERVICE_UNIT_PATH = re.compile(r"^/service_unit_state/.*/0x[0-9a-fA-F]{8}_0x[0-
 
 Listener = Callable[[str, ServiceUnitStateData | None], None]
 """Called with (service unit, value); ``None`` is a deletion."""
+RecordListener = Callable[[Message, Verdict], None]
+"""Called with every record a topic view reads and the resolver's verdict on it (for traces)."""
 
 
 class ViewClosedError(RuntimeError):
@@ -101,7 +103,19 @@ class TableView(Protocol):
     stats: ViewStats
 
     def start(
-        self, tail: Listener | None = None, existing: Listener | None = None, outdated: Listener | None = None
+        self,
+        tail: Listener | None = None,
+        existing: Listener | None = None,
+        outdated: Listener | None = None,
+        record: RecordListener | None = None,
+    ) -> None: ...
+
+    def attach(
+        self,
+        tail: Listener | None = None,
+        existing: Listener | None = None,
+        outdated: Listener | None = None,
+        record: RecordListener | None = None,
     ) -> None: ...
 
     def get(self, key: str) -> ServiceUnitStateData | None: ...
@@ -154,6 +168,34 @@ class _ViewBase:
     def _check_open(self) -> None:
         if self.closed:
             raise ViewClosedError(f"{self!r} is closed")
+
+    def attach(
+        self,
+        tail: Listener | None = None,
+        existing: Listener | None = None,
+        outdated: Listener | None = None,
+        record: RecordListener | None = None,
+    ) -> None:
+        """Register the listeners without loading anything (a restored view holds its items)."""
+        self._register(tail, existing, outdated)
+        self._listen(record)
+
+    def start(
+        self,
+        tail: Listener | None = None,
+        existing: Listener | None = None,
+        outdated: Listener | None = None,
+        record: RecordListener | None = None,
+    ) -> None:
+        """Register the listeners, load what the channel holds now, and tell the existing listeners."""
+        self.attach(tail, existing, outdated, record)
+        self._load()
+
+    def _listen(self, record: RecordListener | None) -> None:
+        raise NotImplementedError
+
+    def _load(self) -> None:
+        raise NotImplementedError
 
     def get(self, key: str) -> ServiceUnitStateData | None:
         return self._data.get(key)
@@ -212,9 +254,6 @@ class _ViewBase:
         return self.storage is StorageType.MetadataStore
 
 
-RecordListener = Callable[[Message, Verdict], None]
-
-
 class SystemTopicTableView(_ViewBase):
     """One broker's view of the channel topic (Pulsar's ``ServiceUnitStateTableViewImpl``).
 
@@ -245,11 +284,12 @@ class SystemTopicTableView(_ViewBase):
         """Also call ``listener(message, verdict)`` for every message read (for traces)."""
         self._records.append(listener)
 
-    def start(
-        self, tail: Listener | None = None, existing: Listener | None = None, outdated: Listener | None = None
-    ) -> None:
+    def _listen(self, record: RecordListener | None) -> None:
+        if record is not None:
+            self._records.append(record)
+
+    def _load(self) -> None:
         """Read to the current end of the log, then call the existing listeners for each entry."""
-        self._register(tail, existing, outdated)
         end = self.topic.end
         while self.reader.position < end:
             self._apply_next(notify=False)
@@ -353,13 +393,13 @@ class MetadataStoreTableView(_ViewBase):
     def __repr__(self) -> str:
         return f"MetadataStoreTableView({self.broker!r}, {len(self._data)} keys, {self.client!r})"
 
-    def start(
-        self, tail: Listener | None = None, existing: Listener | None = None, outdated: Listener | None = None
-    ) -> None:
-        """Listen to the store, load every node under ``/service_unit_state``, call the existing listeners."""
-        self._register(tail, existing, outdated)
+    def _listen(self, record: RecordListener | None) -> None:
+        """Listen to the store (``record`` is the topic view's; a store view reads no records)."""
         self.client.add_listener(self._on_notification)
         self.client.add_session_listener(self._on_session_event)
+
+    def _load(self) -> None:
+        """Load every node under ``/service_unit_state``, call the existing listeners."""
         self._fill()
         self.started = True
 

@@ -1,0 +1,753 @@
+"""The cluster's state as one immutable, hashable, canonical value, and the cluster it stands for.
+
+:func:`capture` reads everything that decides what a :class:`~statechan.cluster.sim.Cluster` can
+do next into nested tuples of strings, numbers and ``None``: the topic and every reader's position,
+the metadata store's nodes, sessions and queued notifications, every broker's view, tasks, pending
+lookups, timers and incarnation, the leader's jobs, the syncer, the namespaces and the budgets the
+run has spent. It leaves out what never changes behaviour (the history, the trace, statistics,
+sequence numbers, transaction and session numbers) and writes every time as its age (capped past
+the longest timeout, so a tick that changes nothing leads back to a state already seen).
+:func:`restore` builds the cluster back from a value: stepping the restored cluster gives the same
+next values as stepping the original (``tests/test_value.py``), which is what lets the model
+checker keep states as values — copied for free, hashed by their text, renamed for symmetry —
+while every engine steps the one protocol of :mod:`statechan.cluster.sim`.
+
+Broker symmetry is a renaming applied while capturing (``names``): every broker id the state
+holds, in views, paths, tasks, timers and payloads, is written as its new name, and every map
+keyed by broker is put in the order of the new names.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter, deque
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from statechan.clock import ManualClock
+from statechan.cluster.placement import BrokerLoad
+from statechan.cluster.sim import Broker, ChannelState, Cluster, Task, _Picks, _Timer
+from statechan.keys import Bundle
+from statechan.model import BrokerCheck
+from statechan.resolver import Reason, Verdict, rules_for
+from statechan.states import ServiceUnitState
+from statechan.stores.metadata import (
+    MetadataClient,
+    MetadataStore,
+    NodeEvent,
+    Notification,
+    SessionEvent,
+    Stat,
+    StoreClient,
+    _Node,
+)
+from statechan.stores.syncer import SyncerStats, TableViewSyncer
+from statechan.stores.tableview import (
+    PATH_PREFIX,
+    MetadataStoreTableView,
+    PendingPut,
+    PutResult,
+    SystemTopicTableView,
+    ViewStats,
+    owned_by,
+)
+from statechan.stores.topic import _UNDECODED, MalformedValueError, Message, Reader, Topic
+from statechan.values import ServiceUnitStateData
+
+Value = tuple[Any, ...]
+"""A captured state: nested tuples of ``str``, ``int``, ``float``, ``bool``, ``bytes`` and ``None``."""
+
+TIME_FLOOR = 10**12
+"""Integers at least this large are epoch milliseconds (the clock starts at 1.7e12)."""
+
+_REGISTRY = "/loadbalance/brokers/"
+_LEADER = "/loadbalance/leader"
+_BROKER_ID = re.compile(r"broker-\d+:8080")
+_STATES = {state.value: state for state in ServiceUnitState}
+_STATE = {state: state.value for state in ServiceUnitState}
+"""Enum members' values by dict lookup: ``member.value`` is a slow property."""
+_CHANNEL = {channel: channel.value for channel in ChannelState}
+_EVENTS = {event.value: event for event in NodeEvent}
+_SESSION = {event.value: event for event in SessionEvent}
+_REASONS = {reason.value: reason for reason in Reason}
+
+
+class ValueError_(ValueError):
+    """A value this module cannot capture or restore (a store other than the in-process one)."""
+
+
+# -- capture ---------------------------------------------------------------------------------------
+_DECODED: dict[bytes, ServiceUnitStateData | None] = {}
+"""Stored values by their bytes: decoded once, and kept alive (a capture caches values by identity)."""
+
+
+def decode(data: bytes) -> ServiceUnitStateData | None:
+    """A stored node's channel value (None if it holds none), decoded once per distinct bytes."""
+    found = _DECODED.get(data, _DECODED)
+    if found is _DECODED:
+        try:
+            found = ServiceUnitStateData.model_validate_json(data) if data[:1] == b"{" else None
+        except ValueError:
+            found = None
+        if len(_DECODED) > 100_000:
+            _DECODED.clear()
+        _DECODED[data] = found
+    return found  # type: ignore[return-value]
+
+
+class _Capture:
+    """One capture: the clock, the age cap and the renaming, with the small caches a capture reuses."""
+
+    __slots__ = ("_renamed", "_values", "cap", "names", "now", "pendings")
+
+    def __init__(self, now: int, cap: int, names: Mapping[str, str] | None) -> None:
+        self.now = now
+        self.cap = cap
+        self.names: Mapping[str, str] = names or {}
+        self._renamed: dict[str, str] = {}
+        self._values: dict[int, tuple[ServiceUnitStateData, Value]] = {}
+        self.pendings: dict[int, int] = {}
+
+    def age(self, when: int | None) -> int | tuple[str, int] | None:
+        if when is None:
+            return None
+        if when < TIME_FLOOR:
+            return ("at", when)
+        age = self.now - when
+        return age if age < self.cap else self.cap
+
+    def name(self, text: str | None) -> str | None:
+        """``text`` with every broker id in it renamed."""
+        if text is None or not self.names:
+            return text
+        known = self.names.get(text)
+        if known is not None:
+            return known
+        done = self._renamed.get(text)
+        if done is None:
+            done = _BROKER_ID.sub(lambda m: self.names.get(m.group(), m.group()), text) if "broker-" in text else text
+            self._renamed[text] = done
+        return done
+
+    def value(self, data: ServiceUnitStateData | None) -> Value | None:
+        if data is None:
+            return None
+        ident = id(data)
+        cached = self._values.get(ident)
+        if cached is None:
+            split = data.split_service_unit_to_dest_broker
+            out = (
+                _STATE[data.state],
+                self.name(data.dst_broker),
+                self.name(data.source_broker),
+                data.version_id,
+                data.force,
+                self.age(data.timestamp),
+                None if split is None else tuple((r, self.name(b)) for r, b in split),
+            )
+            self._values[ident] = (data, out)  # the value kept alive while its id is a key
+            return out
+        return cached[1]
+
+    def message(self, message: Message) -> Value:
+        try:
+            decoded: object = message.value()
+        except MalformedValueError:
+            decoded = ("raw", message.payload)
+        payload = decoded if isinstance(decoded, tuple) else self.value(decoded)  # type: ignore[arg-type]
+        return (message.key, payload, self.age(message.publish_time), self.name(message.producer), message.ledger)
+
+    def node_data(self, path: str, data: bytes) -> object:
+        """A node's data as the value it holds: a channel value, a registry entry, the leader."""
+        if path.startswith(PATH_PREFIX + "/"):
+            decoded = decode(data)
+            return ("raw", data) if decoded is None else ("v", self.value(decoded))
+        if path == _LEADER:
+            return ("leader", self.name(data.decode()))
+        if path.startswith(_REGISTRY):
+            try:
+                entry = json.loads(data)
+                return ("broker", self.name(entry["broker"]), entry["incarnation"])
+            except (ValueError, KeyError, TypeError):
+                return ("raw", data)
+        return ("raw", data)
+
+    def verdict(self, verdict: Verdict | None) -> Value | None:
+        if verdict is None:
+            return None
+        return (verdict.reason.value, None if verdict.check is None else verdict.check.value)
+
+    def pending(self, put: PendingPut, owner: dict[int, str]) -> Value:
+        result = put.result
+        return (
+            owner[id(put.view)],
+            put.key,
+            self.value(put.value),
+            put.read_version,
+            self.verdict(put.verdict),
+            None
+            if result is None
+            else (result.applied, self.verdict(result.verdict), result.message is not None, result.error),
+        )
+
+
+def _client(cap: _Capture, client: MetadataClient) -> Value:
+    queue = tuple(
+        (event.value,) if isinstance(event, SessionEvent) else (event.event.value, cap.name(event.path))
+        for event in client._queue
+    )
+    return (cap.name(client.name), client.connected, client.closed, queue)
+
+
+def _store(cap: _Capture, store: MetadataStore, sessions: Mapping[int, str]) -> Value:
+    nodes = []
+    for path, node in store._nodes.items():
+        stat = node.stat
+        owner = None if stat.ephemeral_owner is None else sessions.get(stat.ephemeral_owner, "?")
+        nodes.append((cap.name(path), cap.node_data(path, node.data), stat.version, owner, cap.age(stat.modified_ms)))
+    nodes.sort(key=lambda n: n[0])  # type: ignore[arg-type, return-value]
+    clients = sorted(_client(cap, c) for c in store._clients)
+    return (tuple(nodes), tuple(clients))
+
+
+def _topic(cap: _Capture, topic: Topic) -> Value:
+    return (
+        tuple(cap.message(m) for m in topic._log),
+        tuple(topic._compacted_offsets),
+        topic.horizon,
+        topic.compaction_threshold,
+        topic._bytes_since_horizon,
+    )
+
+
+def _view(cap: _Capture, view: Any) -> Value:
+    """A view's items in the order it holds them (the leader iterates them), its reader's position."""
+    data = tuple((key, cap.value(value)) for key, value in view._data.items())  # in order: it is iterated
+    position = view.reader.position if isinstance(view, SystemTopicTableView) else None
+    return (data, position, view.started, view.closed)
+
+
+def _task(cap: _Capture, task: Task, owner: dict[int, str], pendings: list[PendingPut]) -> Value:
+    def ref(put: PendingPut) -> int:
+        index = cap.pendings.get(id(put))
+        if index is None:
+            index = cap.pendings[id(put)] = len(pendings)
+            pendings.append(put)
+        return index
+
+    return (
+        task.kind,
+        task.key,
+        cap.value(task.data),
+        cap.name(task.target),
+        None if task.pending is None else ref(task.pending),
+        tuple(ref(put) for put in task.waits),
+    )
+
+
+def _timer(cap: _Capture, timer: _Timer) -> Value:
+    return (cap.age(timer.due), timer.kind, cap.name(timer.broker), timer.incarnation, cap.name(timer.key))
+
+
+def _broker(cap: _Capture, broker: Broker, owner: dict[int, str], live: dict[int, int]) -> Value:
+    pendings: list[PendingPut] = []
+    tasks = tuple(_task(cap, t, owner, pendings) for t in broker.tasks)
+    jobs = tuple(
+        sorted(
+            (cap.name(target), live.get(id(job), -1), _timer(cap, job), job.cancelled)
+            for target, job in broker.cleanup_jobs.items()
+        )
+    )
+    event, when = broker.last_session_event
+    return (
+        cap.name(broker.id),
+        broker.incarnation,
+        broker.alive,
+        _CHANNEL[broker.channel],
+        _view(cap, broker.view),
+        cap.name(broker.client.name),
+        broker.monitor_scheduled,
+        tasks,
+        tuple(cap.pending(put, owner) for put in pendings),
+        tuple(sorted((key, cap.age(at)) for key, at in broker.pending_lookups.items())),
+        cap.name(broker.leader_view),
+        (event.value, cap.age(when)),
+        jobs,
+        broker.shutting_down,
+    )
+
+
+def _syncer(cap: _Capture, syncer: TableViewSyncer | None) -> Value | None:
+    if syncer is None:
+        return None
+
+    def echoes(counter: Counter[tuple[str, ServiceUnitStateData | None]]) -> Value:
+        return tuple(sorted((((k, cap.value(v)), n) for (k, v), n in counter.items() if n), key=repr))
+
+    return (
+        _view(cap, syncer.topic_view),
+        _view(cap, syncer.store_view),
+        tuple(sorted(syncer.unsynced)),
+        echoes(syncer._topic_echoes),
+        echoes(syncer._store_echoes),
+        cap.age(syncer.started_at),
+        syncer.active,
+        syncer._saved_threshold,
+    )
+
+
+def capture(cluster: Cluster, cap: int, names: Mapping[str, str] | None = None) -> Value:
+    """The cluster's state as a value, with times as ages capped at ``cap`` and broker ids renamed
+    by ``names`` (missing ids keep their name)."""
+    store = cluster.store
+    if not isinstance(store, MetadataStore):
+        raise ValueError_(f"only the in-process metadata store can be captured, not {type(store).__name__}")
+    c = _Capture(cluster.clock.now_ms(), cap, names)
+    sessions = {client.session_id: client.name for client in store._clients}
+    owner = {id(b.view): b.id for b in cluster.brokers.values()}
+    if cluster.syncer is not None:
+        owner[id(cluster.syncer.store_view)] = "syncer"
+    live_timers = cluster.live_timers()
+    live = {id(t): i for i, t in enumerate(live_timers)}
+    brokers = sorted(_broker(c, b, owner, live) for b in cluster.brokers.values())
+    return (
+        _topic(c, cluster.topic),
+        _store(c, store, {s: c.name(n) or n for s, n in sessions.items()}),
+        tuple(brokers),
+        tuple(_timer(c, t) for t in live_timers),
+        tuple(sorted((c.name(b), n) for b, n in cluster.incarnations.items())),
+        tuple(
+            sorted(
+                (
+                    c.name(b),
+                    load.cpu,
+                    load.memory,
+                    load.direct_memory,
+                    load.bandwidth_in,
+                    load.bandwidth_out,
+                    load.history,
+                )
+                for b, load in cluster.loads.items()
+            )
+        ),
+        tuple((ns, tuple((b.lower, b.upper) for b in bundles)) for ns, bundles in cluster.namespaces.items()),
+        tuple(sorted((c.name(b), inc, c.name(client.name)) for (b, inc), client in cluster._dead_clients.items())),
+        cluster.split_failures,
+        tuple(sorted((c.name(b), c.age(t)) for b, t in cluster.crash_times.items())),
+        tuple(sorted((c.name(b), c.age(t)) for b, t in cluster.unregistered_at.items())),
+        c.age(cluster.leader_since),
+        c.age(cluster._work_since),
+        c.age(cluster._loads_at),
+        tuple(sorted(cluster.failed_splits)),
+        tuple(sorted(c.name(b) or b for b in cluster.departed)),
+        _syncer(c, cluster.syncer),
+    )
+
+
+def signature(cluster: Cluster, broker_id: str) -> tuple[Any, ...]:
+    """What no renaming changes about a broker: its record with every broker id left out, but for
+    whether it names the broker itself (the model checker orders brokers by it before trying
+    renamings; brokers with equal signatures are tried in every order)."""
+    broker = cluster.brokers[broker_id]
+    view = broker.view
+    client = broker.client
+    return (
+        broker.alive,
+        broker.incarnation,
+        _CHANNEL[broker.channel],
+        broker.monitor_scheduled,
+        broker.shutting_down,
+        tuple(task.kind for task in broker.tasks),
+        len(broker.pending_lookups),
+        broker.leader_view is None,
+        broker.leader_view == broker_id,
+        tuple(
+            (key, _STATE[v.state], v.version_id, v.dst_broker == broker_id, v.source_broker == broker_id)
+            for key, v in view._data.items()  # type: ignore[attr-defined]
+        ),
+        client.connected,
+        client.closed,
+        len(client._queue),
+        view.reader.position if isinstance(view, SystemTopicTableView) else -1,
+        cluster.store.get(_REGISTRY + broker_id) is not None,
+        len(broker.cleanup_jobs),
+    )
+
+
+# -- restore ---------------------------------------------------------------------------------------
+_RESTORED: dict[tuple[Any, ...], tuple[ServiceUnitStateData, bytes]] = {}
+"""Values rebuilt before, by their fields with absolute times: rebuilding a pydantic value and its
+JSON is the slow part of a restore, and a search meets the same few values again and again."""
+
+
+class _Restore:
+    __slots__ = ("now",)
+
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def time(self, age: Any) -> Any:
+        if age is None:
+            return None
+        if isinstance(age, tuple):
+            return age[1]
+        return self.now - age
+
+    def data(self, value: Value | None) -> ServiceUnitStateData | None:
+        return None if value is None else self.data_and_json(value)[0]
+
+    def data_and_json(self, value: Value) -> tuple[ServiceUnitStateData, bytes]:
+        state, dst, src, version, force, age, split = value
+        key = (state, dst, src, version, force, self.time(age), split)
+        found = _RESTORED.get(key)
+        if found is None:
+            data = ServiceUnitStateData(
+                state=_STATES[state],
+                dst_broker=dst,
+                source_broker=src,
+                version_id=version,
+                force=force,
+                timestamp=key[5],
+                split_service_unit_to_dest_broker=None if split is None else dict(split),
+            )
+            found = (data, data.to_json().encode())
+            if len(_RESTORED) > 200_000:
+                _RESTORED.clear()
+            _RESTORED[key] = found
+        return found
+
+    def verdict(self, value: Value | None) -> Verdict | None:
+        if value is None:
+            return None
+        reason, check = value
+        return Verdict(_REASONS[reason], None if check is None else BrokerCheck(check))
+
+
+def _new(cls: type, **attributes: object) -> Any:
+    obj: Any = object.__new__(cls)
+    obj.__dict__.update(attributes)
+    return obj
+
+
+def restore(value: Value, now: int, like: Cluster, picks: bool = True) -> Cluster:
+    """A cluster whose captured value (at ``now``) is ``value``, sharing ``like``'s configuration,
+    protocol model and placement. Statistics start from nothing; sessions and sequence numbers are
+    numbered afresh (nothing reads them but the trace)."""
+
+    (
+        topic_v,
+        store_v,
+        brokers_v,
+        timers_v,
+        incarnations_v,
+        loads_v,
+        namespaces_v,
+        dead_v,
+        split_failures,
+        crash_v,
+        unregistered_v,
+        leader_since,
+        work_since,
+        loads_at,
+        failed_v,
+        departed_v,
+        syncer_v,
+    ) = value
+    r = _Restore(now)
+    clock = ManualClock(now)
+    cluster: Cluster = object.__new__(Cluster)
+    config = like.config
+    cluster.config = config
+    cluster.clock = clock
+    cluster.picks = [] if picks else None
+    cluster.plan = deque()
+    cluster.widths = []
+    cluster.rng = _Picks(cluster) if picks else like.rng
+    cluster.model = like.model
+    cluster.storage = like.storage
+    cluster.placement = like.placement
+
+    # the topic
+    log_v, compacted_v, horizon, threshold, since = topic_v
+    topic = Topic(name=like.topic.name, clock=clock)
+    log: list[Message] = []
+    for offset, (key, payload, age, producer, ledger) in enumerate(log_v):
+        if payload is None:
+            message = Message(offset, key, None, r.time(age), producer, ledger, None)
+        elif payload[0] == "raw":
+            message = Message(offset, key, payload[1], r.time(age), producer, ledger, _UNDECODED)
+        else:
+            data, raw = r.data_and_json(payload)
+            message = Message(offset, key, raw, r.time(age), producer, ledger, data)
+        log.append(message)
+    topic._log = log
+    topic._compacted_offsets = list(compacted_v)
+    topic._compacted = [log[i] for i in compacted_v]
+    topic.horizon = horizon
+    topic.compaction_threshold = threshold
+    topic._bytes_since_horizon = since
+    topic.compactions = 0
+    topic.observers = [cluster._on_topic_message]
+    cluster.topic = topic
+
+    # the store and its clients
+    nodes_v, clients_v = store_v
+    store = MetadataStore(clock)
+    clients: dict[str, StoreClient] = {}
+    for name, connected, closed, queue_v in clients_v:
+        client = _client_of(store, name, connected, closed, queue_v)
+        clients[name] = client
+        store._clients.append(client)
+    for path, data_v, version, owner, age in nodes_v:
+        owner_session = None if owner is None else clients[owner].session_id
+        store._nodes[path] = _Node(_node_bytes(r, data_v), Stat(version, owner_session, 0, 0, r.time(age)))
+        child = path
+        while child != "/":
+            parent = child.rsplit("/", 1)[0] or "/"
+            store._children.setdefault(parent, set()).add(child.rsplit("/", 1)[1])
+            child = parent
+    store.observers = [cluster._on_store_change]
+    cluster.store = store
+
+    # timers: the live ones, in firing order
+    timers: list[_Timer] = []
+    for seq, (age, kind, broker_id, incarnation, key) in enumerate(timers_v, 1):
+        timers.append(_Timer(r.time(age), seq, kind, broker_id, incarnation, key))
+    cluster._timers = timers  # sorted by (due, seq): already a heap
+    cluster._seq = len(timers)
+
+    # brokers
+    cluster.brokers = {}
+    views: dict[str, SystemTopicTableView | MetadataStoreTableView] = {}
+    for record in brokers_v:
+        broker = _broker_of(record, cluster, clients, timers, r, views)
+        cluster.brokers[broker.id] = broker
+    cluster.incarnations = Counter(dict(incarnations_v))
+    cluster.loads = {b: BrokerLoad(cpu, mem, dm, bi, bo, hist) for b, cpu, mem, dm, bi, bo, hist in loads_v}
+    cluster.namespaces = {ns: [Bundle(ns, lo, up) for lo, up in bundles] for ns, bundles in namespaces_v}
+    cluster._live_keys = None
+    cluster._sorted_keys = []
+    cluster.history = []
+    cluster.trace = []
+    cluster.answers = []
+    cluster._step_answers = 0
+    cluster.counters = Counter()
+    cluster.split_failures = split_failures
+    cluster._dead_clients = {(b, inc): clients[name] for b, inc, name in dead_v}
+    cluster._loads_at = r.time(loads_at)
+    cluster.crash_times = {b: r.time(a) for b, a in crash_v}
+    cluster.unregistered_at = {b: r.time(a) for b, a in unregistered_v}
+    cluster.leader_since = r.time(leader_since)
+    cluster._work_since = r.time(work_since)
+    leader = cluster.leader()
+    cluster._leader_for = leader if cluster.leader_since is not None else None
+    cluster.failed_splits = set(failed_v)
+    cluster.departed = set(departed_v)
+    cluster.syncer = None if syncer_v is None else _syncer_of(syncer_v, cluster, clients, r, like)
+    return cluster
+
+
+def _client_of(store: MetadataStore, name: str, connected: bool, closed: bool, queue_v: Value) -> StoreClient:
+    client = StoreClient(store, name, store._new_session())
+    client.connected = connected
+    client.closed = closed
+    client._queue = deque(
+        _SESSION[item[0]] if len(item) == 1 else Notification(_EVENTS[item[0]], item[1], 0) for item in queue_v
+    )
+    return client
+
+
+_REGISTERED: dict[Value, bytes] = {}
+"""Registry entries' bytes by their value (the registry holds a few)."""
+
+
+def _node_bytes(r: _Restore, data_v: Value) -> bytes:
+    kind = data_v[0]
+    if kind == "v":
+        return r.data_and_json(data_v[1])[1]
+    if kind == "leader":
+        return str(data_v[1]).encode()
+    if kind == "broker":
+        found = _REGISTERED.get(data_v)
+        if found is None:
+            found = _REGISTERED[data_v] = json.dumps({"broker": data_v[1], "incarnation": data_v[2]}).encode()
+        return found
+    return bytes(data_v[1])
+
+
+def _view_of(kind: type, cluster: Cluster, name: str, view_v: Value, r: _Restore, **own: object) -> Any:
+    """A view of ``kind`` holding ``view_v``'s items, with no listeners yet."""
+    data_v, _, started, closed = view_v
+    view = _new(
+        kind,
+        broker=name,
+        check_brokers=True,
+        _rules=_rules(cluster, kind),
+        _tail=[],
+        _existing=[],
+        _outdated=[],
+        stats=ViewStats(),
+        started=started,
+        closed=closed,
+        **own,
+    )
+    data = {key: r.data(v) for key, v in data_v}
+    view._data = data
+    view._owned = {key for key, v in data.items() if v is not None and owned_by(v, name)}
+    return view
+
+
+def _topic_view(cluster: Cluster, name: str, view_v: Value, r: _Restore) -> SystemTopicTableView:
+    reader = Reader(cluster.topic, f"{name}/tableview", True)
+    reader.position = view_v[1]
+    view: SystemTopicTableView = _view_of(
+        SystemTopicTableView, cluster, name, view_v, r, topic=cluster.topic, reader=reader, _records=[]
+    )
+    return view
+
+
+def _store_view(
+    cluster: Cluster, name: str, client: MetadataClient, view_v: Value, r: _Restore, retry: bool
+) -> MetadataStoreTableView:
+    view: MetadataStoreTableView = _view_of(
+        MetadataStoreTableView, cluster, name, view_v, r, client=client, retry_bad_version_without_recheck=retry
+    )
+    return view
+
+
+_RULES: dict[tuple[int, type], Any] = {}
+
+
+def _rules(cluster: Cluster, kind: type) -> Any:
+    found = _RULES.get((id(cluster.model), kind))
+    if found is None:
+        found = _RULES[(id(cluster.model), kind)] = rules_for(kind.storage, cluster.model)  # type: ignore[attr-defined]
+    return found
+
+
+def _broker_of(
+    record: Value,
+    cluster: Cluster,
+    clients: dict[str, StoreClient],
+    timers: list[_Timer],
+    r: _Restore,
+    views: dict[str, Any],
+) -> Broker:
+
+    (
+        broker_id,
+        incarnation,
+        alive,
+        channel,
+        view_v,
+        client_name,
+        monitor_scheduled,
+        tasks_v,
+        pendings_v,
+        lookups_v,
+        leader_view,
+        (event, when),
+        jobs_v,
+        shutting_down,
+    ) = record
+    client = clients.get(client_name)
+    if client is None:  # closed: no longer among the store's clients
+        client = _client_of(cluster.store, client_name, False, True, ())  # type: ignore[arg-type]
+    broker: Broker = _new(
+        Broker,
+        cluster=cluster,
+        id=broker_id,
+        incarnation=incarnation,
+        alive=alive,
+        channel=ChannelState(channel),
+        client=client,
+        reader=None,
+        monitor_scheduled=monitor_scheduled,
+        pending_lookups={key: r.time(at) for key, at in lookups_v},
+        leader_view=leader_view,
+        last_session_event=(_SESSION[event], r.time(when)),
+        closed_units=Counter(),
+        shutting_down=shutting_down,
+        handled=Counter(),
+    )
+    client.add_listener(broker._on_notification)
+    client.add_session_listener(broker._on_session_event)
+    view: SystemTopicTableView | MetadataStoreTableView
+    if view_v[1] is not None:
+        view = _topic_view(cluster, broker_id, view_v, r)
+        broker.reader = view.reader
+    else:
+        retry = cluster.config.variant.store_retry_without_recheck
+        view = _store_view(cluster, broker_id, client, view_v, r, retry)
+    broker.view = view
+    views[broker_id] = view
+    closed, view.closed = view.closed, False  # a closed view kept the listeners it had
+    view.attach(*broker.view_listeners())
+    view.closed = closed
+    pendings: list[PendingPut] = []
+    for _owner, key, value_v, read_version, verdict_v, result_v in pendings_v:
+        put = PendingPut(view, key, r.data(value_v), read_version, r.verdict(verdict_v))  # type: ignore[arg-type]
+        if result_v is not None:
+            applied, result_verdict, _has_message, error = result_v
+            put.result = PutResult(applied, r.verdict(result_verdict), None, error)
+        pendings.append(put)
+    broker.tasks = deque(
+        Task(
+            kind,
+            key,
+            r.data(data_v),
+            target,
+            None if pending is None else pendings[pending],
+            tuple(pendings[i] for i in waits),
+        )
+        for kind, key, data_v, target, pending, waits in tasks_v
+    )
+    jobs: dict[str, _Timer] = {}
+    for target, index, timer_v, cancelled in jobs_v:
+        if index >= 0:
+            job = timers[index]
+        else:
+            age, kind, owner_id, job_incarnation, key = timer_v
+            job = _Timer(r.time(age), 0, kind, owner_id, job_incarnation, key)
+        job.cancelled = cancelled
+        jobs[target] = job
+    broker.cleanup_jobs = jobs
+    return broker
+
+
+def _syncer_of(
+    syncer_v: Value, cluster: Cluster, clients: dict[str, StoreClient], r: _Restore, like: Cluster
+) -> TableViewSyncer:
+    topic_v, store_v, unsynced, topic_echoes, store_echoes, started_at, active, saved = syncer_v
+    old = like.syncer
+    assert old is not None
+    client = clients.get(old.client.name) or _client_of(cluster.store, old.client.name, False, True, ())  # type: ignore[arg-type]
+    syncer: TableViewSyncer = _new(
+        TableViewSyncer,
+        topic=cluster.topic,
+        store=cluster.store,
+        mode=old.mode,
+        clock=cluster.clock,
+        model=old.model,
+        forward_tombstones_as_put_null=old.forward_tombstones_as_put_null,
+        drop_refused_forwards=old.drop_refused_forwards,
+        client=client,
+        stats=SyncerStats(),
+        unsynced=set(unsynced),
+        _topic_echoes=Counter({(k, r.data(v)): n for (k, v), n in topic_echoes}),
+        _store_echoes=Counter({(k, r.data(v)): n for (k, v), n in store_echoes}),
+        started_at=r.time(started_at),
+        active=active,
+        _saved_threshold=saved,
+    )
+    syncer.topic_view = _topic_view(cluster, old.topic_view.broker, topic_v, r)
+    syncer.store_view = _store_view(cluster, old.store_view.broker, client, store_v, r, False)
+    closed = syncer.topic_view.closed, syncer.store_view.closed
+    syncer.topic_view.closed = syncer.store_view.closed = False
+    syncer.attach()
+    syncer.topic_view.closed, syncer.store_view.closed = closed
+    return syncer
+
+
+Listener = Callable[..., None]
