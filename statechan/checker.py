@@ -18,7 +18,6 @@ brokers by a renaming-invariant signature (brokers are interchangeable but for w
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import os
 import re
@@ -191,33 +190,36 @@ class Fingerprinter:
         self.symmetry = symmetry and brokers > 1
 
     def __call__(self, cluster: Cluster) -> bytes:
-        return self.digest(self.text(cluster))
+        return self.digest(self.canonical(cluster)[0])
 
     def text(self, cluster: Cluster) -> str:
-        """The canonical text the fingerprint hashes (the least over the renamings tried)."""
-        return self.canonical(cluster)[0]
+        """The canonical value as text (for people; the fingerprint hashes the value itself)."""
+        return repr(self.canonical(cluster)[0])
 
-    def canonical(self, cluster: Cluster) -> tuple[str, Value | None]:
-        """The canonical text, and the cluster's own (unrenamed) value when capturing it was part
-        of the work."""
+    def canonical(self, cluster: Cluster) -> tuple[Value, Value | None]:
+        """The canonical value (of the renamings tried, the one with the least hash), and the
+        cluster's own (unrenamed) value when capturing it was part of the work."""
         if not self.symmetry:
             value = capture(cluster, self.cap)
-            return repr(value), value
-        best: str | None = None
+            return value, value
+        best: Value | None = None
+        least = 0
         own: Value | None = None
         for names in self.candidates(cluster):
             value = capture(cluster, self.cap, names)
-            text = repr(value)
             if names is None:
                 own = value
-            if best is None or text < best:
-                best = text
+            if best is None or hash(value) < least:
+                best, least = value, hash(value)
         assert best is not None
         return best, own
 
     @staticmethod
-    def digest(text: str) -> bytes:
-        return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    def digest(value: Value) -> bytes:
+        """The value's 64-bit hash: renamed states get the same least hash, hence the same
+        fingerprint. Two different states share one with a chance of about n²/2⁶⁵ among n
+        (TLC's fingerprints are as wide); ``verify_fingerprints`` compares the values themselves."""
+        return hash(value).to_bytes(8, "little", signed=True)
 
     def candidates(self, cluster: Cluster) -> list[Names]:
         """The renamings worth capturing."""
@@ -415,9 +417,9 @@ def check(
 ) -> CheckResult:
     """Explore every run within ``bounds`` breadth first; stop at the first broken invariant.
 
-    ``verify_fingerprints`` keeps every state's canonical text beside its 16-byte fingerprint and
-    compares the texts whenever a fingerprint is met again, raising :class:`FingerprintCollision`
-    if two different states ever share one (slower, and the texts take memory)."""
+    ``verify_fingerprints`` keeps every state's canonical value beside its 64-bit fingerprint and
+    compares the values whenever a fingerprint is met again, raising :class:`FingerprintCollision`
+    if two different states ever share one (the values take memory)."""
     from statechan.invariants.catalogue import check as check_invariants
     from statechan.invariants.catalogue import simulation_ids
 
@@ -437,17 +439,14 @@ def check(
     root.trace.clear()
     if visitor is not None:
         visitor(root, dict(budget))
-    texts: dict[bytes, str] | None = {} if verify_fingerprints else None
+    values: dict[bytes, Value] | None = {} if verify_fingerprints else None
 
     def key_of(cluster: Cluster, spent: Counter[str]) -> tuple[bytes, Value | None]:
         """The state's key (its fingerprint and the budgets left), and its own value if captured."""
-        left = budget_left(budget, spent)
-        text, own = fingerprint.canonical(cluster)
-        key = fingerprint.digest(text) + left
-        if texts is not None:
-            known = texts.setdefault(key, text)
-            if known != text:
-                raise FingerprintCollision(f"two different states share the fingerprint {key.hex()}")
+        value, own = fingerprint.canonical(cluster)
+        key = fingerprint.digest(value) + budget_left(budget, spent)
+        if values is not None and values.setdefault(key, value) != value:
+            raise FingerprintCollision(f"two different states share the fingerprint {key.hex()}")
         return key, own
 
     root_key, root_value = key_of(root, Counter())

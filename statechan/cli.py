@@ -508,7 +508,9 @@ def check_command(
     ] = False,
     verify_fingerprints: Annotated[
         bool,
-        typer.Option(help="Keep each state's canonical text and stop if two states ever share a fingerprint (slower)."),
+        typer.Option(
+            help="Keep each state's canonical value and stop if two states ever share a fingerprint (memory)."
+        ),
     ] = False,
     save_run: Annotated[Path | None, typer.Option(help="Save a counterexample here (statechan replay).")] = None,
     graph: Annotated[

@@ -479,7 +479,7 @@ def test_the_search_reaches_every_state_a_search_without_abstraction_reaches(bou
 def test_verified_fingerprints_agree_with_the_search_and_a_weak_digest_is_caught(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """With ``verify_fingerprints`` every fingerprint met again is compared by its canonical text:
+    """With ``verify_fingerprints`` every fingerprint met again is compared by its canonical value:
     a small bound has no collision (the same states as without it), and an empty digest, which
     must collide among more states than there are budgets left, is reported instead of merging."""
     from statechan.checker import FingerprintCollision
@@ -488,6 +488,6 @@ def test_verified_fingerprints_agree_with_the_search_and_a_weak_digest_is_caught
     plain = check(bounds)
     verified = check(bounds, verify_fingerprints=True)
     assert plain.states == verified.states > len(Bounds().budget()) * 3
-    monkeypatch.setattr(Fingerprinter, "digest", staticmethod(lambda text: b""))
+    monkeypatch.setattr(Fingerprinter, "digest", staticmethod(lambda value: b""))
     with pytest.raises(FingerprintCollision, match="two different states share the fingerprint"):
         check(bounds, verify_fingerprints=True)

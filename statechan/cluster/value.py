@@ -20,6 +20,7 @@ keyed by broker is put in the order of the new names.
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
@@ -381,6 +382,10 @@ _RESTORED: dict[tuple[Any, ...], tuple[ServiceUnitStateData, bytes]] = {}
 JSON is the slow part of a restore, and a search meets the same few values again and again."""
 
 
+_MESSAGES: dict[tuple[int, Value, Any], Message] = {}
+"""Messages built before, by offset, value and absolute publish time."""
+
+
 class _Restore:
     __slots__ = ("now",)
 
@@ -417,11 +422,61 @@ class _Restore:
             _RESTORED[key] = found
         return found
 
+    def message(self, offset: int, message_v: Value) -> Message:
+        """The message at ``offset``; one already built is shared (a message never changes once
+        published, but for caching its decoded value)."""
+        key, payload, age, producer, ledger = message_v
+        at = self.time(age)
+        cache_key = (offset, message_v, at)
+        message = _MESSAGES.get(cache_key)
+        if message is None:
+            if payload is None:
+                message = Message(offset, key, None, at, producer, ledger, None)
+            elif payload[0] == "raw":
+                message = Message(offset, key, payload[1], at, producer, ledger, _UNDECODED)
+            else:
+                data, raw = self.data_and_json(payload)
+                message = Message(offset, key, raw, at, producer, ledger, data)
+            if len(_MESSAGES) > 200_000:
+                _MESSAGES.clear()
+            _MESSAGES[cache_key] = message
+        return message
+
     def verdict(self, value: Value | None) -> Verdict | None:
         if value is None:
             return None
         reason, check = value
         return Verdict(_REASONS[reason], None if check is None else BrokerCheck(check))
+
+
+def _counter(items: Value = ()) -> Counter[Any]:
+    """A Counter holding ``items`` without ``Counter.__init__`` (a Python-level update, and a restore
+    makes ten of them)."""
+    counter: Counter[Any] = Counter.__new__(Counter)
+    dict.update(counter, items)
+    return counter
+
+
+def _view_stats() -> ViewStats:
+    stats: ViewStats = _new(
+        ViewStats,
+        accepted=_counter(),
+        rejected=_counter(),
+        malformed=0,
+        errors=[],
+        equal_updates_skipped=0,
+        puts_refused=0,
+        put_conflicts=0,
+    )
+    return stats
+
+
+def _picks(cluster: Cluster) -> _Picks:
+    """Placement's tape without seeding a generator it never draws from (``Random(0)`` costs 4 µs)."""
+    picks: _Picks = random.Random.__new__(_Picks)
+    picks.cluster = cluster
+    picks.gauss_next = None  # type: ignore[attr-defined]
+    return picks
 
 
 def _new(cls: type, **attributes: object) -> Any:
@@ -463,7 +518,7 @@ def restore(value: Value, now: int, like: Cluster, picks: bool = True) -> Cluste
     cluster.picks = [] if picks else None
     cluster.plan = deque()
     cluster.widths = []
-    cluster.rng = _Picks(cluster) if picks else like.rng
+    cluster.rng = _picks(cluster) if picks else like.rng
     cluster.model = like.model
     cluster.storage = like.storage
     cluster.placement = like.placement
@@ -471,17 +526,7 @@ def restore(value: Value, now: int, like: Cluster, picks: bool = True) -> Cluste
     # the topic
     log_v, compacted_v, horizon, threshold, since = topic_v
     topic = Topic(name=like.topic.name, clock=clock)
-    log: list[Message] = []
-    for offset, (key, payload, age, producer, ledger) in enumerate(log_v):
-        if payload is None:
-            message = Message(offset, key, None, r.time(age), producer, ledger, None)
-        elif payload[0] == "raw":
-            message = Message(offset, key, payload[1], r.time(age), producer, ledger, _UNDECODED)
-        else:
-            data, raw = r.data_and_json(payload)
-            message = Message(offset, key, raw, r.time(age), producer, ledger, data)
-        log.append(message)
-    topic._log = log
+    topic._log = log = [r.message(offset, message_v) for offset, message_v in enumerate(log_v)]
     topic._compacted_offsets = list(compacted_v)
     topic._compacted = [log[i] for i in compacted_v]
     topic.horizon = horizon
@@ -523,7 +568,7 @@ def restore(value: Value, now: int, like: Cluster, picks: bool = True) -> Cluste
     for record in brokers_v:
         broker = _broker_of(record, cluster, clients, timers, r, views)
         cluster.brokers[broker.id] = broker
-    cluster.incarnations = Counter(dict(incarnations_v))
+    cluster.incarnations = _counter(incarnations_v)
     cluster.loads = {b: BrokerLoad(cpu, mem, dm, bi, bo, hist) for b, cpu, mem, dm, bi, bo, hist in loads_v}
     cluster.namespaces = {ns: [Bundle(ns, lo, up) for lo, up in bundles] for ns, bundles in namespaces_v}
     cluster._live_keys = None
@@ -532,7 +577,7 @@ def restore(value: Value, now: int, like: Cluster, picks: bool = True) -> Cluste
     cluster.trace = []
     cluster.answers = []
     cluster._step_answers = 0
-    cluster.counters = Counter()
+    cluster.counters = _counter()
     cluster.split_failures = split_failures
     cluster._dead_clients = {(b, inc): clients[name] for b, inc, name in dead_v}
     cluster._loads_at = r.time(loads_at)
@@ -587,7 +632,7 @@ def _view_of(kind: type, cluster: Cluster, name: str, view_v: Value, r: _Restore
         _tail=[],
         _existing=[],
         _outdated=[],
-        stats=ViewStats(),
+        stats=_view_stats(),
         started=started,
         closed=closed,
         **own,
@@ -667,9 +712,9 @@ def _broker_of(
         pending_lookups={key: r.time(at) for key, at in lookups_v},
         leader_view=leader_view,
         last_session_event=(_SESSION[event], r.time(when)),
-        closed_units=Counter(),
+        closed_units=_counter(),
         shutting_down=shutting_down,
-        handled=Counter(),
+        handled=_counter(),
     )
     client.add_listener(broker._on_notification)
     client.add_session_listener(broker._on_session_event)
