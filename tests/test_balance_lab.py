@@ -249,13 +249,14 @@ def test_sweep_on_spark_equals_the_local_loop() -> None:
     assert sorted(on_spark, key=str) == sorted(sweep_local(cells), key=str)
 
 
-def test_settle_takes_the_syncers_steps_too() -> None:
-    """With both views and the syncer, the lab's broker-by-broker drain leaves the syncer's steps
-    to Cluster.drain (it recursed into itself without taking them, until RecursionError)."""
-    from statechan.balance.channel import settle
+def test_the_lab_drains_through_the_cluster_syncer_steps_included() -> None:
+    """With both views and the syncer, the lab's channel drains with Cluster.drain, the syncer's
+    steps included (a drain of its own once recursed without taking them, until RecursionError)."""
+    from statechan.balance import channel
     from statechan.cluster import Cluster, Lookup, SimConfig, StoreKind
 
+    assert not hasattr(channel, "settle")
     cluster = Cluster(SimConfig(brokers=3, bundles_per_namespace=2, store=StoreKind.both, seed=1))
     cluster.step(Lookup(cluster.config.broker_ids()[0], cluster.sorted_bundle_keys()[0]))
-    assert settle(cluster) > 0
+    assert cluster.drain() > 0
     assert cluster.quiescent()

@@ -19,11 +19,8 @@ from statechan.balance.settings import Workload
 from statechan.cluster import (
     Cluster,
     Crash,
-    Deliver,
     Lookup,
-    Notify,
     Restart,
-    RunTask,
     SimConfig,
     StoreKind,
     Transfer,
@@ -62,37 +59,6 @@ def cluster_config(workload: Workload, store: StoreKind, seed: int) -> SimConfig
         trace_views=False,
     )
     return base.model_copy(update={"brokers": workload.brokers})
-
-
-def settle(cluster: Cluster) -> int:
-    """Take every waiting delivery, notification and task, broker by broker, deliveries and
-    notifications first, as :meth:`Cluster.drain` does; returns the steps taken.
-
-    ``drain`` rescans every broker before each step, which at 136 brokers costs more than the
-    steps; this visits each broker once per round. Any order of enabled steps is a run of the
-    model, so the checks see a legal run either way."""
-    steps = 0
-    while True:
-        before = steps
-        for broker_id, broker in cluster.brokers.items():
-            if not broker.alive:
-                continue
-            reader = broker.reader
-            while reader is not None and reader.has_next():
-                cluster.step(Deliver(broker_id))
-                steps += 1
-            while broker.client.pending:
-                cluster.step(Notify(broker_id))
-                steps += 1
-        if steps == before:
-            for broker_id, broker in cluster.brokers.items():
-                if broker.alive and broker.tasks:
-                    cluster.step(RunTask(broker_id))
-                    steps += 1
-            if steps == before:
-                if cluster.syncer is not None and not cluster.quiescent():
-                    steps += cluster.drain()  # the syncer's steps, which only drain takes
-                return steps
 
 
 @dataclass
@@ -165,7 +131,7 @@ class ThroughChannel:
 
     def move(self, event: MoveEvent) -> None:
         cluster = self.cluster
-        settle(cluster)
+        cluster.drain()
         admin = cluster.leader() or self._healthy(0)
         key = self.keys[event.bundle]
         try:
@@ -178,11 +144,11 @@ class ThroughChannel:
             return
         if event.transfer:
             self._owner[key] = self.ids[event.destination]
-        settle(cluster)
+        cluster.drain()
         # the clients reconnect: one lookup, which assigns an unloaded bundle
         before = len(cluster.answers)
         self._lookup(event.bundle, event.destination, event.bundle + event.minute)
-        settle(cluster)
+        cluster.drain()
         for answer in cluster.answers[before:]:
             self.counts["move_lookups"] += 1
             if answer.error is not None:
@@ -192,7 +158,7 @@ class ThroughChannel:
 
     def minute(self, minute: int, owner: Ints) -> frozenset[int]:
         cluster = self.cluster
-        settle(cluster)
+        cluster.drain()
         for broker, when in list(self._restart_at.items()):
             if minute >= when:
                 cluster.step(Restart(broker))
@@ -204,7 +170,7 @@ class ThroughChannel:
                 cluster.step(Crash(victim))
                 self._restart_at[victim] = minute + self.down_minutes
                 self.counts["crashes"] += 1
-        settle(cluster)
+        cluster.drain()
         cluster.advance(MINUTE_MS)
         if (minute + 1) % self.check_every_minutes == 0:
             self.check()
@@ -232,7 +198,7 @@ class ThroughChannel:
         from statechan.invariants.catalogue import check
 
         cluster = self.cluster
-        settle(cluster)
+        cluster.drain()
         self.counts["checks"] += 1
         for violation in check(cluster.observe()):
             self.counts["breaches"] += 1

@@ -1288,14 +1288,50 @@ class Cluster:
 
         Deliveries and notifications go before tasks, so every broker sees each record before
         anyone acts on it (prompt delivery); racing orders come from the caller's own choices.
+        Each step is the first of :meth:`quiescent`'s work in broker order (deliveries and
+        notifications, then the syncer's, then tasks). The scan for it starts where the last one
+        found work, until the channel or the store changes (a new record or node event can give
+        work to any broker): brokers before that point had none and can get none without such a
+        change, so the order is the same as a scan from the first broker, at a cost that does not
+        grow with the brokers times the records.
         """
         steps = 0
+        brokers = list(self.brokers.values())
+        cursor = 0
+        # a real ZooKeeper's watches land on their own threads: there, scan from the first broker
+        in_process = isinstance(self.store, MetadataStore)
+        mark = (self.topic.end, self.store.zxid)
         while steps < limit:
-            work = self._work_actions()
-            if not work:
-                return steps
-            deliveries = [a for a in work if not isinstance(a, RunTask)]
-            self.step(deliveries[0] if deliveries else work[0])
+            now = (self.topic.end, self.store.zxid)
+            if now != mark or not in_process:
+                cursor, mark = 0, now
+            action: Action | None = None
+            for index in range(cursor, len(brokers)):
+                broker = brokers[index]
+                if not broker.alive:
+                    continue
+                reader = broker.reader
+                if reader is not None and reader.has_next():
+                    action = Deliver(broker.id)
+                elif broker.client.pending:
+                    action = Notify(broker.id)
+                else:
+                    continue
+                cursor = index
+                break
+            if action is None:
+                cursor = len(brokers)
+                syncer = self.syncer
+                if syncer is not None and syncer.topic_view.pending:
+                    action = SyncTopic()
+                elif syncer is not None and syncer.client.pending:
+                    action = SyncStore()
+                else:
+                    action = next((RunTask(b.id) for b in brokers if b.alive and b.tasks), None)
+                    if action is None:
+                        return steps
+                    cursor = 0  # a task may publish, write or queue anything
+            self.step(action)
             steps += 1
         raise RuntimeError(f"the cluster did not quiesce within {limit} steps")
 

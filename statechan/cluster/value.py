@@ -97,6 +97,13 @@ def decode(data: bytes) -> ServiceUnitStateData | None:
     return found  # type: ignore[return-value]
 
 
+_SHARED: dict[tuple[int, int, tuple[tuple[str, str], ...]], tuple[dict[str, str], dict[int, tuple[object, Any]]]] = {}
+"""What captures at one time, cap and renaming share: renamed strings, and the captured form of
+immutable objects (values, messages) by identity, each kept alive beside its form so its identity
+is never another object's. The successors of a state are captured at its time, mostly holding
+its values and messages."""
+
+
 class _Capture:
     """One capture: the clock, the age cap and the renaming, with the small caches a capture reuses."""
 
@@ -106,8 +113,13 @@ class _Capture:
         self.now = now
         self.cap = cap
         self.names: Mapping[str, str] = names or {}
-        self._renamed: dict[str, str] = {}
-        self._values: dict[int, tuple[ServiceUnitStateData, Value]] = {}
+        context = (now, cap, tuple(sorted(self.names.items())))
+        shared = _SHARED.get(context)
+        if shared is None:
+            if len(_SHARED) >= 64:
+                _SHARED.clear()
+            shared = _SHARED[context] = ({}, {})
+        self._renamed, self._values = shared
         self.pendings: dict[int, int] = {}
 
     def age(self, when: int | None) -> int | tuple[str, int] | None:
@@ -149,15 +161,20 @@ class _Capture:
             )
             self._values[ident] = (data, out)  # the value kept alive while its id is a key
             return out
-        return cached[1]
+        return cached[1]  # type: ignore[no-any-return]
 
     def message(self, message: Message) -> Value:
+        cached = self._values.get(id(message))
+        if cached is not None:
+            return cached[1]  # type: ignore[no-any-return]
         try:
             decoded: object = message.value()
         except MalformedValueError:
             decoded = ("raw", message.payload)
         payload = decoded if isinstance(decoded, tuple) else self.value(decoded)  # type: ignore[arg-type]
-        return (message.key, payload, self.age(message.publish_time), self.name(message.producer), message.ledger)
+        out = (message.key, payload, self.age(message.publish_time), self.name(message.producer), message.ledger)
+        self._values[id(message)] = (message, out)
+        return out
 
     def node_data(self, path: str, data: bytes) -> object:
         """A node's data as the value it holds: a channel value, a registry entry, the leader."""
@@ -386,6 +403,10 @@ _MESSAGES: dict[tuple[int, Value, Any], Message] = {}
 """Messages built before, by offset, value and absolute publish time."""
 
 
+_LAST_LOG: list[Any] = [None, 0, ()]
+"""The last topic log restored: (its value, the time, its messages)."""
+
+
 class _Restore:
     __slots__ = ("now",)
 
@@ -526,7 +547,13 @@ def restore(value: Value, now: int, like: Cluster, picks: bool = True) -> Cluste
     # the topic
     log_v, compacted_v, horizon, threshold, since = topic_v
     topic = Topic(name=like.topic.name, clock=clock)
-    topic._log = log = [r.message(offset, message_v) for offset, message_v in enumerate(log_v)]
+    last_log, last_now, last_messages = _LAST_LOG
+    if log_v is last_log and now == last_now:
+        log = list(last_messages)  # the same state restored again: each successor starts from it
+    else:
+        log = [r.message(offset, message_v) for offset, message_v in enumerate(log_v)]
+        _LAST_LOG[:] = [log_v, now, tuple(log)]
+    topic._log = log
     topic._compacted_offsets = list(compacted_v)
     topic._compacted = [log[i] for i in compacted_v]
     topic.horizon = horizon
