@@ -403,6 +403,41 @@ _MESSAGES: dict[tuple[int, Value, Any], Message] = {}
 """Messages built before, by offset, value and absolute publish time."""
 
 
+_STATS: dict[tuple[int, int | None, int], Stat] = {}
+"""Node stats built before (a stat never changes: a write replaces it)."""
+_CHILDREN: dict[tuple[str, ...], dict[str, frozenset[str]]] = {}
+_BUNDLES: dict[Value, dict[str, tuple[Bundle, ...]]] = {}
+
+
+def _children(paths: tuple[str, ...]) -> dict[str, frozenset[str]]:
+    """The store's index of each path's children, for these nodes (implicit parents included)."""
+    found = _CHILDREN.get(paths)
+    if found is None:
+        index: dict[str, set[str]] = {}
+        for path in paths:
+            child = path
+            while child != "/":
+                parent, name = child.rsplit("/", 1)
+                parent = parent or "/"
+                index.setdefault(parent, set()).add(name)
+                child = parent
+        if len(_CHILDREN) > 10_000:
+            _CHILDREN.clear()
+        found = _CHILDREN[paths] = {parent: frozenset(names) for parent, names in index.items()}
+    return found
+
+
+def _bundles(namespaces_v: Value) -> dict[str, tuple[Bundle, ...]]:
+    found = _BUNDLES.get(namespaces_v)
+    if found is None:
+        if len(_BUNDLES) > 10_000:
+            _BUNDLES.clear()
+        found = _BUNDLES[namespaces_v] = {
+            ns: tuple(Bundle(ns, lo, up) for lo, up in bundles) for ns, bundles in namespaces_v
+        }
+    return found
+
+
 _LAST_LOG: list[Any] = [None, 0, ()]
 """The last topic log restored: (its value, the time, its messages)."""
 
@@ -573,12 +608,14 @@ def restore(value: Value, now: int, like: Cluster, picks: bool = True) -> Cluste
         store._clients.append(client)
     for path, data_v, version, owner, age in nodes_v:
         owner_session = None if owner is None else clients[owner].session_id
-        store._nodes[path] = _Node(_node_bytes(r, data_v), Stat(version, owner_session, 0, 0, r.time(age)))
-        child = path
-        while child != "/":
-            parent = child.rsplit("/", 1)[0] or "/"
-            store._children.setdefault(parent, set()).add(child.rsplit("/", 1)[1])
-            child = parent
+        stat_key = (version, owner_session, r.time(age))
+        stat = _STATS.get(stat_key)
+        if stat is None:
+            if len(_STATS) > 100_000:
+                _STATS.clear()
+            stat = _STATS[stat_key] = Stat(version, owner_session, 0, 0, stat_key[2])
+        store._nodes[path] = _Node(_node_bytes(r, data_v), stat)
+    store._children = {parent: set(names) for parent, names in _children(tuple(store._nodes)).items()}
     store.observers = [cluster._on_store_change]
     cluster.store = store
 
@@ -597,7 +634,7 @@ def restore(value: Value, now: int, like: Cluster, picks: bool = True) -> Cluste
         cluster.brokers[broker.id] = broker
     cluster.incarnations = _counter(incarnations_v)
     cluster.loads = {b: BrokerLoad(cpu, mem, dm, bi, bo, hist) for b, cpu, mem, dm, bi, bo, hist in loads_v}
-    cluster.namespaces = {ns: [Bundle(ns, lo, up) for lo, up in bundles] for ns, bundles in namespaces_v}
+    cluster.namespaces = {ns: list(bundles) for ns, bundles in _bundles(namespaces_v).items()}
     cluster._live_keys = None
     cluster._sorted_keys = []
     cluster.history = []
