@@ -209,11 +209,13 @@ Held = TypeVar("Held", bound=ValueView)
 """A value as its reader keeps it: a :class:`ServiceUnitStateData`, or a lighter :class:`ValueView`."""
 
 
-def offer(rules: StorageRules, held: Held | None, value: Held | None) -> tuple[Held | None, Verdict]:
+def offer(
+    rules: StorageRules, held: Held | None, value: Held | None, check_brokers: bool = True
+) -> tuple[Held | None, Verdict]:
     """One step of a reader's fold: what it holds after ``value`` is offered to ``held`` (None:
     nothing, or a tombstone), and the resolver's verdict. Every fold over a key's records is made
     of these steps (:func:`offers`, :func:`settle`)."""
-    verdict = decide(rules, held, value, True)
+    verdict = decide(rules, held, value, check_brokers)
     return (value if verdict.accepted else held), verdict
 
 
