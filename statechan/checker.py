@@ -351,7 +351,7 @@ def _store_transitions(
 
 def _topic_transitions(cluster: Cluster, start: int, held: dict[str, Any]) -> list[tuple[str, str]]:
     """The accepted (from, to) pairs among the topic's messages from offset ``start``."""
-    from statechan.resolver import decide, rules_for
+    from statechan.resolver import offer, rules_for
 
     rules = rules_for(cluster.storage, cluster.model)
     pairs: list[tuple[str, str]] = []
@@ -362,11 +362,12 @@ def _topic_transitions(cluster: Cluster, start: int, held: dict[str, Any]) -> li
         except ValueError:
             continue
         prev = held.get(message.key)
-        if decide(rules, prev, value, True).accepted:
+        after, verdict = offer(rules, prev, value)
+        if verdict.accepted:
             if value is not None or prev is not None:
                 before = "Init" if prev is None else prev.state.name
                 pairs.append((before, "Init" if value is None else value.state.name))
-            held[message.key] = value
+            held[message.key] = after
     return pairs
 
 

@@ -20,7 +20,7 @@ from typing import Protocol
 import pydantic
 
 from statechan.model import ProtocolModel
-from statechan.resolver import Reason, Verdict, decide, rules_for
+from statechan.resolver import Reason, Verdict, decide, offer, rules_for
 from statechan.states import ServiceUnitState, StorageType
 from statechan.stores.metadata import (
     BadVersionError,
@@ -326,10 +326,10 @@ class SystemTopicTableView(_ViewBase):
             self.stats.errors.append(str(exc))
             return True
         key = message.key
-        verdict = decide(self._rules, self._data.get(key), value, self.check_brokers)
+        after, verdict = offer(self._rules, self._data.get(key), value, self.check_brokers)
         if verdict.accepted:
             self.stats.accepted[verdict.reason] += 1
-            self._set(key, value)
+            self._set(key, after)
             if notify:
                 self._notify(self._tail, key, value)
         else:

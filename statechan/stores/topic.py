@@ -16,7 +16,7 @@ import pydantic
 
 from statechan.clock import Clock, ManualClock
 from statechan.model import ProtocolModel
-from statechan.resolver import decide, rules_for
+from statechan.resolver import offer, rules_for
 from statechan.states import StorageType
 from statechan.values import ServiceUnitStateData
 
@@ -189,7 +189,8 @@ class Topic:
                 continue
             held_message = kept.get(message.key)
             held = held_message.value() if held_message is not None else None
-            if decide(rules, held, value).accepted:
+            _, verdict = offer(rules, held, value)
+            if verdict.accepted:
                 kept[message.key] = None if value is None else message
         survivors = sorted((m for m in kept.values() if m is not None), key=lambda m: m.offset)
         deleted = sum(1 for m in kept.values() if m is None)
