@@ -24,7 +24,7 @@ import re
 import sys
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -415,13 +415,18 @@ def check(
     measure_symmetry: bool = False,
     visitor: Visitor | None = None,
     verify_fingerprints: bool = False,
+    workers: int = 1,
 ) -> CheckResult:
     """Explore every run within ``bounds`` breadth first; stop at the first broken invariant.
 
     ``verify_fingerprints`` keeps every state's canonical value beside its 64-bit fingerprint and
     compares the values whenever a fingerprint is met again, raising :class:`FingerprintCollision`
-    if two different states ever share one (the values take memory)."""
-    from statechan.invariants.catalogue import check as check_invariants
+    if two different states ever share one (the values take memory).
+
+    ``workers`` > 1 expands the queued states in that many processes, a batch at a time, and
+    merges their successors here in the order the states were queued: the same states, verdict
+    and shortest counterexample as one worker. A ``visitor`` or ``verify_fingerprints`` needs the
+    states here, so either keeps the search in this process."""
     from statechan.invariants.catalogue import simulation_ids
 
     bounds = bounds if bounds is not None else Bounds()
@@ -473,16 +478,183 @@ def check(
             path, picks = [*path, step[0]], [*picks, *step[1]]
         result.path, result.picks = path, picks
 
-    while queue:
-        node_id, frozen, at, spent, held = queue.popleft()
-        cluster = restore(frozen, at, root)
-        node = nodes[node_id]
-        node.expanded = True
-        if bounds.depth is not None and node.depth >= bounds.depth:
-            node.expanded = False
-            result.complete = False
-            result.stopped = result.stopped or f"depth bound {bounds.depth}"
-            continue
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, not {workers}")
+    if visitor is not None or verify_fingerprints:
+        workers = 1
+    expander = _Expander(root, bounds, fingerprint, ids, agree, keep_graph, key_of)
+    pool = _pool(workers, bounds, store, variant, symmetry, ids, agree, keep_graph) if workers > 1 else None
+    try:
+
+        def expanded() -> Iterator[tuple[tuple[int, Value, int, Counter[str], dict[str, Any]], _Expansion]]:
+            """Each queued state with its successors, in the order the states were queued."""
+            while queue:
+                if pool is None:
+                    item = queue.popleft()
+                    fresh = set[bytes]()
+                    depth = nodes[item[0]].depth
+                    yield item, expander.expand(item[1:], depth, ids_of.__contains__, visitor, fresh)
+                    continue
+                inflight: deque[tuple[int, Value, int, Counter[str], dict[str, Any]]] = deque()
+
+                def jobs(
+                    inflight: deque[tuple[int, Value, int, Counter[str], dict[str, Any]]] = inflight,
+                ) -> Iterator[tuple[tuple[Value, int, Counter[str], dict[str, Any]], int]]:
+                    # popped as the pool takes them: the workers stay busy while the merge goes on
+                    while queue:
+                        job = queue.popleft()
+                        inflight.append(job)
+                        yield job[1:], nodes[job[0]].depth
+
+                for expansion in pool.imap(jobs()):
+                    yield inflight.popleft(), expansion
+
+        for (node_id, *_), expansion in expanded():
+            node = nodes[node_id]
+            node.expanded = not expansion.beyond
+            node.timers_cut = expansion.timers_cut
+            if expansion.beyond:
+                result.complete = False
+                result.stopped = result.stopped or f"depth bound {bounds.depth}"
+                continue
+            for step in expansion.steps:
+                if step.refused:
+                    # listed as enabled but refused when taken: not a transition (counted, see notes)
+                    result.refused += 1
+                    continue
+                result.transitions += 1
+                for pair in step.pairs:
+                    result.coverage.setdefault(pair, Counter())[step.action.kind] += 1
+                known = ids_of.get(step.key)
+                if known is None:
+                    known = len(nodes)
+                    ids_of[step.key] = known
+                    nodes.append(
+                        Node(node_id, step.action, step.picks, node.depth + 1, settled=step.settled, label=step.label)
+                    )
+                    result.depth = max(result.depth, node.depth + 1)
+                    node.successors.append((known, step.action, step.picks))
+                    if step.broken:
+                        fail(known, step.broken)
+                        return _finish(result, nodes, started)
+                    assert step.value is not None
+                    queue.append((known, step.value, step.now, step.spent, step.held))
+                    continue
+                node.successors.append((known, step.action, step.picks))
+                if step.answered and step.broken:
+                    # the answers a step gave are its own (not the state's): checked on every
+                    # step that gives some, also one that leads back to a known state
+                    fail(node_id, step.broken, (step.action, step.picks))
+                    return _finish(result, nodes, started)
+            if len(nodes) >= max_states:
+                result.complete = False
+                result.stopped = f"state bound {max_states:,}"
+                queue.clear()
+                break
+            if max_memory_mb is not None and node_id % 256 == 0 and resident_mb() > max_memory_mb:
+                result.complete = False
+                result.stopped = f"memory bound {max_memory_mb:,} MiB"
+                queue.clear()
+                break
+            now = time.perf_counter()
+            if max_seconds is not None and now - started > max_seconds:
+                result.complete = False
+                result.stopped = f"time bound {max_seconds:g} s"
+                queue.clear()
+                break
+            if progress is not None and now - last_report >= progress_every_s:
+                progress(len(nodes), len(queue), node.depth, now - started)
+                last_report = now
+    finally:
+        if pool is not None:
+            pool.terminate()
+    _finish(result, nodes, started)
+    if result.violation is None and result.complete:
+        _liveness(result, nodes)
+    if measure_symmetry and symmetry and result.complete and result.ok:
+        plain = check(bounds, store, variant, False, max_states, max_seconds, max_memory_mb, invariants=ids)
+        result.concrete_states = plain.states if plain.complete else 0
+    return result
+
+
+# -- expanding a state (one worker, or several) ------------------------------------------------------
+@dataclass
+class _Step:
+    """One action (with one placement pick) taken from a state, and what it led to."""
+
+    action: Action
+    picks: tuple[int, ...] = ()
+    refused: bool = False
+    pairs: list[tuple[str, str]] = field(default_factory=list)
+    key: bytes = b""
+    answered: bool = False
+    broken: list[Any] = field(default_factory=list)
+    """The invariants the new state (or the step's answers) broke; checked where the state was
+    new to the expander or the step gave answers."""
+    value: Value | None = None
+    """The state's own value, where it was new to the expander (for the queue)."""
+    now: int = 0
+    spent: Counter[str] = field(default_factory=Counter)
+    held: dict[str, Any] = field(default_factory=dict)
+    settled: bool = False
+    label: str = ""
+
+
+@dataclass
+class _Expansion:
+    steps: list[_Step]
+    timers_cut: bool = False
+    beyond: bool = False
+    """The state is at the depth bound: not expanded."""
+
+
+class _Expander:
+    """Takes every enabled action (and placement pick) from a queued state: the one place the
+    search steps the protocol, whether it runs in this process or in a worker."""
+
+    def __init__(
+        self,
+        root: Cluster,
+        bounds: Bounds,
+        fingerprint: Fingerprinter,
+        ids: list[str],
+        agree: bool,
+        keep_graph: bool,
+        key_of: Callable[[Cluster, Counter[str]], tuple[bytes, Value | None]] | None = None,
+    ) -> None:
+        self.root = root
+        self.bounds = bounds
+        self.budget = bounds.budget()
+        self.fingerprint = fingerprint
+        self.ids = ids
+        self.agree = agree
+        self.keep_graph = keep_graph
+        self.key_of = key_of if key_of is not None else self._key_of
+
+    def _key_of(self, cluster: Cluster, spent: Counter[str]) -> tuple[bytes, Value | None]:
+        value, own = self.fingerprint.canonical(cluster)
+        return self.fingerprint.digest(value) + budget_left(self.budget, spent), own
+
+    def expand(
+        self,
+        item: tuple[Value, int, Counter[str], dict[str, Any]],
+        depth: int,
+        known: Callable[[bytes], bool],
+        visitor: Visitor | None,
+        fresh: set[bytes],
+        exact: bool = True,
+    ) -> _Expansion:
+        """The successors of ``item`` (a queued state at ``depth``). ``known`` says which keys the
+        search holds; with ``exact`` it holds them all, so the expansion stops at the first step
+        that breaks an invariant (with several workers it cannot know, and takes every step)."""
+        from statechan.invariants.catalogue import check as check_invariants
+
+        frozen, at, spent, held = item
+        bounds, budget = self.bounds, self.budget
+        if bounds.depth is not None and depth >= bounds.depth:
+            return _Expansion([], beyond=True)
+        cluster = restore(frozen, at, self.root)
+        expansion = _Expansion([])
         topic_start = cluster.topic.end
         truth_before = _truth(cluster)
         taken: list[tuple[Action, str | None]] = []
@@ -490,7 +662,7 @@ def check(
             kind = budget_kind(action, bounds)
             if kind == "off" or (kind is not None and spent[kind] >= budget[kind]):
                 if kind == "tick":
-                    node.timers_cut = True
+                    expansion.timers_cut = True
                 continue
             taken.append((action, kind))
         for index, (action, kind) in enumerate(taken):
@@ -500,94 +672,97 @@ def check(
             pick = 0
             while pick < width:
                 # the last successor takes the expanded copy itself (nothing reads it after): one restore less
-                child = cluster if index == len(taken) - 1 and pick == 0 else restore(frozen, at, root)
+                child = cluster if index == len(taken) - 1 and pick == 0 else restore(frozen, at, self.root)
                 child.plan = deque([pick])
                 try:
                     child.step(action)
                 except ValueError:
-                    # listed as enabled but refused when taken: not a transition (counted, see notes)
-                    result.refused += 1
+                    expansion.steps.append(_Step(action, refused=True))
                     break
                 if pick == 0 and child.widths:
                     width = child.widths[0]
-                child_picks = tuple(child.picks or ())
+                step = _Step(action, tuple(child.picks or ()))
                 child.picks = []
                 child.trace.clear()
                 child.history.clear()
-                result.transitions += 1
                 child_held = held
                 if cluster.storage is StorageType.SystemTopic:
                     child_held = dict(held)
-                    pairs = _topic_transitions(child, topic_start, child_held)
+                    step.pairs = _topic_transitions(child, topic_start, child_held)
                 else:
-                    pairs = _store_transitions(truth_before, _truth(child))
+                    step.pairs = _store_transitions(truth_before, _truth(child))
                 if reader is not None:
                     # what the delivering broker's view took: after a compaction, edges no writer takes
-                    pairs = pairs + _view_transitions(seen_before, child.brokers[reader].view.data())
-                for pair in pairs:
-                    result.coverage.setdefault(pair, Counter())[action.kind] += 1
+                    step.pairs += _view_transitions(seen_before, child.brokers[reader].view.data())
                 child_spent = spent.copy()
                 if kind is not None:
                     child_spent[kind] += 1
-                print_, own = key_of(child, child_spent)
-                known = ids_of.get(print_)
-                if known is None:
-                    known = len(nodes)
-                    ids_of[print_] = known
-                    nodes.append(
-                        Node(
-                            node_id,
-                            action,
-                            child_picks,
-                            node.depth + 1,
-                            settled=settled(child, agree),
-                            label=state_label(child) if keep_graph else "",
-                        )
-                    )
-                    result.depth = max(result.depth, node.depth + 1)
+                step.key, own = self.key_of(child, child_spent)
+                step.answered = bool(child.answers)
+                if not known(step.key) and step.key not in fresh:
+                    fresh.add(step.key)
+                    step.settled = settled(child, self.agree)
+                    step.label = state_label(child) if self.keep_graph else ""
                     if visitor is not None:
                         visitor(child, {kind: budget[kind] - child_spent[kind] for kind in budget})
-                    broken = check_invariants(child.observe(), ids)
-                    if broken:
-                        node.successors.append((known, action, child_picks))
-                        fail(known, broken)
-                        return _finish(result, nodes, started)
+                    step.broken = check_invariants(child.observe(), self.ids)
                     child.answers.clear()
-                    value = own if own is not None else capture(child, cap)
-                    queue.append((known, value, child.clock.now_ms(), child_spent, child_held))
-                elif child.answers:
+                    step.value = own if own is not None else capture(child, self.fingerprint.cap)
+                    step.now, step.spent, step.held = child.clock.now_ms(), child_spent, child_held
+                elif step.answered:
                     # the answers a step gave are its own (not the state's): checked on every
                     # step that gives some, also one that leads back to a known state
-                    broken = check_invariants(child.observe(), ids)
-                    if broken:
-                        node.successors.append((known, action, child_picks))
-                        fail(node_id, broken, (action, child_picks))
-                        return _finish(result, nodes, started)
-                node.successors.append((known, action, child_picks))
+                    step.broken = check_invariants(child.observe(), self.ids)
+                expansion.steps.append(step)
+                if exact and step.broken:
+                    return expansion
                 pick += 1
-        if len(nodes) >= max_states:
-            result.complete = False
-            result.stopped = f"state bound {max_states:,}"
-            break
-        if max_memory_mb is not None and node_id % 256 == 0 and resident_mb() > max_memory_mb:
-            result.complete = False
-            result.stopped = f"memory bound {max_memory_mb:,} MiB"
-            break
-        now = time.perf_counter()
-        if max_seconds is not None and now - started > max_seconds:
-            result.complete = False
-            result.stopped = f"time bound {max_seconds:g} s"
-            break
-        if progress is not None and now - last_report >= progress_every_s:
-            progress(len(nodes), len(queue), node.depth, now - started)
-            last_report = now
-    _finish(result, nodes, started)
-    if result.violation is None and result.complete:
-        _liveness(result, nodes)
-    if measure_symmetry and symmetry and result.complete and result.ok:
-        plain = check(bounds, store, variant, False, max_states, max_seconds, max_memory_mb, invariants=ids)
-        result.concrete_states = plain.states if plain.complete else 0
-    return result
+        return expansion
+
+
+_WORKER: list[_Expander] = []
+"""A worker process's expander (set when the pool starts it)."""
+
+
+def _start_worker(
+    bounds: Bounds, store: StoreKind, variant: str, symmetry: bool, ids: list[str], agree: bool, keep_graph: bool
+) -> None:
+    config = checker_config(bounds, store, variant)
+    root = Cluster(config, picks=[])
+    root.trace.clear()
+    fingerprint = Fingerprinter(bounds.brokers, fingerprint_cap(config.channel), symmetry)
+    _WORKER[:] = [_Expander(root, bounds, fingerprint, ids, agree, keep_graph)]
+
+
+_PRODUCED: set[bytes] = set()
+"""The keys this worker has produced. The first time the search meets a key, in the order states
+were queued, it is new to the worker that meets it (a worker takes its states in that order), so a
+worker need not capture or check a state it produced before: the search knows it by then."""
+
+
+def _expand_in_worker(job: tuple[tuple[Value, int, Counter[str], dict[str, Any]], int]) -> _Expansion:
+    item, depth = job
+    return _WORKER[0].expand(item, depth, _PRODUCED.__contains__, None, _PRODUCED, exact=False)
+
+
+class _Pool:
+    """Worker processes that expand states (forked: each builds the same root cluster)."""
+
+    def __init__(self, workers: int, *args: object) -> None:
+        import multiprocessing
+
+        self.pool = multiprocessing.get_context("fork").Pool(workers, initializer=_start_worker, initargs=args)
+
+    def imap(self, jobs: Iterable[tuple[Any, int]]) -> Iterable[_Expansion]:
+        return self.pool.imap(_expand_in_worker, jobs, chunksize=8)
+
+    def terminate(self) -> None:
+        self.pool.terminate()
+        self.pool.join()
+
+
+def _pool(workers: int, *args: object) -> _Pool:
+    return _Pool(workers, *args)
 
 
 def _finish(result: CheckResult, nodes: list[Node], started: float) -> CheckResult:

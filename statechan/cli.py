@@ -506,6 +506,15 @@ def check_command(
     measure_symmetry: Annotated[
         bool, typer.Option(help="Also count states without symmetry, for the reduction factor (slower).")
     ] = False,
+    workers: Annotated[
+        int,
+        _number(
+            "Processes that expand states (the same search and verdict as one; --verify-fingerprints keeps it to one).",
+            1,
+            256,
+            "a machine's cores",
+        ),
+    ] = 1,
     verify_fingerprints: Annotated[
         bool,
         typer.Option(
@@ -603,6 +612,7 @@ def check_command(
             progress=progress,
             measure_symmetry=measure_symmetry,
             verify_fingerprints=verify_fingerprints,
+            workers=workers,
         )
     except FingerprintCollision as exc:
         err.print(

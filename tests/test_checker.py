@@ -491,3 +491,39 @@ def test_verified_fingerprints_agree_with_the_search_and_a_weak_digest_is_caught
     monkeypatch.setattr(Fingerprinter, "digest", staticmethod(lambda value: b""))
     with pytest.raises(FingerprintCollision, match="two different states share the fingerprint"):
         check(bounds, verify_fingerprints=True)
+
+
+def _outcome(result: CheckResult) -> tuple[object, ...]:
+    coverage = {pair: dict(counts) for pair, counts in result.coverage.items()}
+    labels = [node.label for node in result.nodes]
+    successors = [node.successors for node in result.nodes]
+    path = [a.describe() for a in result.path]
+    found = (result.states, result.transitions, result.depth, result.violation, path, result.picks, result.liveness)
+    return (*found, result.refused, coverage, labels, successors, result.complete)
+
+
+@pytest.mark.parametrize(
+    ("bounds", "store", "variant"),
+    [
+        (SMALL, StoreKind.system_topic, "current"),
+        (Bounds(lookups=1, admin=0, crashes=1, restarts=1, ticks=1), StoreKind.metadata_store, "current"),
+        (Bounds(lookups=2, admin=0, ticks=1), StoreKind.metadata_store, "24186"),
+        (SMALL.model_copy(update={"session_losses": 1}), StoreKind.system_topic, "24478"),
+    ],
+    ids=["topic", "store-faults", "24186", "24478"],
+)
+def test_two_workers_make_the_search_one_worker_makes(bounds: Bounds, store: StoreKind, variant: str) -> None:
+    """Expanded in two processes and merged in queue order: the same states, edges, coverage,
+    graph, verdict and shortest counterexample (picks included) as in one."""
+    one = check(bounds, store, variant, keep_graph=True)
+    two = check(bounds, store, variant, keep_graph=True, workers=2)
+    assert _outcome(two) == _outcome(one)
+    assert one.states > 100
+
+
+def test_a_state_bound_cuts_two_workers_where_it_cuts_one() -> None:
+    one = check(SMALL, max_states=700)
+    two = check(SMALL, max_states=700, workers=2)
+    assert not one.complete
+    assert one.stopped == two.stopped == "state bound 700"
+    assert (one.states, one.transitions) == (two.states, two.transitions)
