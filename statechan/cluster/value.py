@@ -104,6 +104,24 @@ is never another object's. The successors of a state are captured at its time, m
 its values and messages."""
 
 
+_ENTRIES: dict[bytes, tuple[str, Any] | None] = {}
+
+
+def _registry_entry(data: bytes) -> tuple[str, Any] | None:
+    """A registry node's (broker, incarnation), decoded once per distinct bytes (None: not one)."""
+    found = _ENTRIES.get(data, ())
+    if found == ():
+        try:
+            entry = json.loads(data)
+            found = (str(entry["broker"]), entry["incarnation"])
+        except (ValueError, KeyError, TypeError):
+            found = None
+        if len(_ENTRIES) > 10_000:
+            _ENTRIES.clear()
+        _ENTRIES[data] = found
+    return found  # type: ignore[return-value]
+
+
 class _Capture:
     """One capture: the clock, the age cap and the renaming, with the small caches a capture reuses."""
 
@@ -184,11 +202,8 @@ class _Capture:
         if path == _LEADER:
             return ("leader", self.name(data.decode()))
         if path.startswith(_REGISTRY):
-            try:
-                entry = json.loads(data)
-                return ("broker", self.name(entry["broker"]), entry["incarnation"])
-            except (ValueError, KeyError, TypeError):
-                return ("raw", data)
+            entry = _registry_entry(data)
+            return ("raw", data) if entry is None else ("broker", self.name(entry[0]), entry[1])
         return ("raw", data)
 
     def verdict(self, verdict: Verdict | None) -> Value | None:
