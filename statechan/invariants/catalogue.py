@@ -973,7 +973,44 @@ def catalogue_page(note: str) -> str:
             statement += f" *Records:* {inv.record_statement}"
         guards = ", ".join(inv.guards)
         out.append(f"| `{inv.id}` | {inv.kind} | {', '.join(checked)} | {statement} | {guards} |")
-    out.append("")
+    out += [
+        "",
+        "## Which engine checks which",
+        "",
+        "Every engine calls the functions above; what each can decide depends on what it sees. The model "
+        "checker (`statechan check`) holds states, not runs: it decides the cluster forms, on every new "
+        "state and on every step that answers a lookup. The simulator (`statechan simulate`, "
+        "`statechan replay`) and the Hypothesis bench decide the cluster forms after every step and, at the "
+        "end of a run, the history and record forms over the run's trace. The auditor (`statechan audit`) "
+        "sees only a recorded trace: the history and record forms.",
+        "",
+        "| id | model checker | simulator, replay, Hypothesis bench: each step | the same: the run's trace | auditor |",
+        "|---|---|---|---|---|",
+    ]
+    simulated = set(simulation_ids())
+    for inv in CATALOGUE.values():
+        on_trace = inv.history_check is not None or inv.has_record_form
+
+        def mark(decides: bool, runs: bool, inv: Invariant = inv) -> str:
+            if not decides:
+                return "—"
+            return "yes" if runs else ("if named (hazard)" if not inv.default else "no (see below)")
+
+        out.append(
+            f"| `{inv.id}` | {mark(inv.cluster_check is not None, inv.id in simulated)} "
+            f"| {mark(inv.cluster_check is not None, inv.id in simulated)} "
+            f"| {mark(on_trace, inv.id in simulated)} | {mark(on_trace, inv.default)} |"
+        )
+    out += [
+        "",
+        "Gaps: the model checker decides no history or record form (`version-monotonic`, "
+        "`one-value-per-version`, `no-resurrection`, `split-partitions-parent`, `stuck-in-flight`, "
+        "`compaction-equivalence`, …): they read a whole run's records, and a checker state is a value "
+        "without its past. Written as step predicates over two consecutive observations (TLA+'s "
+        "`[][A]_v`), they would run there too; that is issue 22's open part. Not run on simulated "
+        "runs: " + "; ".join(f"`{key}`: {why}" for key, why in NOT_IN_SIMULATION.items()),
+        "",
+    ]
     return "\n".join(out)
 
 
