@@ -69,6 +69,7 @@ _STATES = {state.value: state for state in ServiceUnitState}
 _STATE = {state: state.value for state in ServiceUnitState}
 """Enum members' values by dict lookup: ``member.value`` is a slow property."""
 _CHANNEL = {channel: channel.value for channel in ChannelState}
+_CHANNELS = {channel.value: channel for channel in ChannelState}
 _EVENTS = {event.value: event for event in NodeEvent}
 _SESSION = {event.value: event for event in SessionEvent}
 _REASONS = {reason.value: reason for reason in Reason}
@@ -419,6 +420,8 @@ _MESSAGES: dict[tuple[int, Value, Any], Message] = {}
 
 
 _STATS: dict[tuple[int, int | None, int], Stat] = {}
+_TASKS: dict[tuple[Value, int], Task] = {}
+"""Tasks that wait on no write, by their value and the time (a task is frozen)."""
 """Node stats built before (a stat never changes: a write replaces it)."""
 _CHILDREN: dict[tuple[str, ...], dict[str, frozenset[str]]] = {}
 _BUNDLES: dict[Value, dict[str, tuple[Bundle, ...]]] = {}
@@ -512,6 +515,17 @@ class _Restore:
                 _MESSAGES.clear()
             _MESSAGES[cache_key] = message
         return message
+
+    def task(self, task_v: Value) -> Task:
+        """A task that waits on no write: shared, as it never changes (built once per time)."""
+        kind, key, data_v, target, _, _ = task_v
+        cache_key = (task_v, self.now)
+        found = _TASKS.get(cache_key)
+        if found is None:
+            if len(_TASKS) > 100_000:
+                _TASKS.clear()
+            found = _TASKS[cache_key] = Task(kind, key, self.data(data_v), target)
+        return found
 
     def verdict(self, value: Value | None) -> Verdict | None:
         if value is None:
@@ -784,7 +798,7 @@ def _broker_of(
         id=broker_id,
         incarnation=incarnation,
         alive=alive,
-        channel=ChannelState(channel),
+        channel=_CHANNELS[channel],
         client=client,
         reader=None,
         monitor_scheduled=monitor_scheduled,
@@ -817,15 +831,17 @@ def _broker_of(
             put.result = PutResult(applied, r.verdict(result_verdict), None, error)
         pendings.append(put)
     broker.tasks = deque(
-        Task(
-            kind,
-            key,
-            r.data(data_v),
-            target,
-            None if pending is None else pendings[pending],
-            tuple(pendings[i] for i in waits),
+        r.task(task_v)
+        if task_v[4] is None and not task_v[5]
+        else Task(
+            task_v[0],
+            task_v[1],
+            r.data(task_v[2]),
+            task_v[3],
+            None if task_v[4] is None else pendings[task_v[4]],
+            tuple(pendings[i] for i in task_v[5]),
         )
-        for kind, key, data_v, target, pending, waits in tasks_v
+        for task_v in tasks_v
     )
     jobs: dict[str, _Timer] = {}
     for target, index, timer_v, cancelled in jobs_v:
