@@ -290,10 +290,15 @@ class CheckResult:
 
 
 def fingerprint_cap(channel: ChannelConfig) -> int:
-    """How far back a time is told apart: just past the longest timeout (a timer, an in-flight
-    wait, the monitor's 180 s stuck limit), so older times all read the same."""
+    """How far back a time is told apart: just past the longest time anything compares (a timer,
+    an in-flight wait, the monitor's 180 s stuck limit, and the invariants' clean-up and in-flight
+    bounds), so older times all read the same and no invariant's wait is cut short."""
+    from statechan.invariants.catalogue import cleanup_bound_ms, in_flight_bound_ms
+
     cap = max(channel.tombstone_delay_s * 1000, channel.session_timeout_ms, channel.unloading_timeout_ms) + 1
-    return max(cap, 180_000 + channel.monitor_interval_s * 1000) + channel.in_flight_wait_ms
+    protocol = max(cap, 180_000 + channel.monitor_interval_s * 1000) + channel.in_flight_wait_ms
+    config = SimConfig(channel=channel)
+    return max(protocol, cleanup_bound_ms(config) + 1, in_flight_bound_ms(config) + 1)
 
 
 def checker_config(bounds: Bounds, store: StoreKind, variant: str) -> SimConfig:
@@ -668,20 +673,26 @@ class _Expander:
         for index, (action, kind) in enumerate(taken):
             reader = action.broker if isinstance(action, Deliver) else None
             seen_before = dict(cluster.brokers[reader].view.data()) if reader is not None else {}
-            width = 1
-            pick = 0
-            while pick < width:
+            # every sequence of placement picks the step can make, in lexicographic order: a plan
+            # fixes a prefix, the choices after it take candidate 0, and each of those choices'
+            # other candidates is a plan of its own (a clean-up may place several orphans)
+            plans: list[list[int]] = [[]]
+            first = True
+            while plans:
+                plan = plans.pop()
                 # the last successor takes the expanded copy itself (nothing reads it after): one restore less
-                child = cluster if index == len(taken) - 1 and pick == 0 else restore(frozen, at, self.root)
-                child.plan = deque([pick])
+                child = cluster if index == len(taken) - 1 and first else restore(frozen, at, self.root)
+                first = False
+                child.plan = deque(plan)
                 try:
                     child.step(action)
                 except ValueError:
                     expansion.steps.append(_Step(action, refused=True))
                     break
-                if pick == 0 and child.widths:
-                    width = child.widths[0]
-                step = _Step(action, tuple(child.picks or ()))
+                made = list(child.picks or ())
+                for position in range(len(plan), len(made)):
+                    plans.extend([*made[:position], v] for v in range(child.widths[position] - 1, 0, -1))
+                step = _Step(action, tuple(made))
                 child.picks = []
                 child.trace.clear()
                 child.history.clear()
@@ -716,7 +727,6 @@ class _Expander:
                 expansion.steps.append(step)
                 if exact and step.broken:
                     return expansion
-                pick += 1
         return expansion
 
 

@@ -407,15 +407,18 @@ def _reference_search(
             kind = budget_kind(action, bounds)
             if kind == "off" or (kind is not None and left[kind] == 0):
                 continue
-            pick, width = 0, 1
-            while pick < width:
+            plans: list[list[int]] = [[]]  # every sequence of placement picks, depth first
+            while plans:
+                plan = plans.pop()
                 child = freezer.thaw(frozen)
-                child.plan = deque([pick])
+                child.plan = deque(plan)
                 try:
                     child.step(action)
                 except ValueError:
                     break
-                width = child.widths[0] if child.widths else 1
+                made = list(child.picks or ())
+                for position in range(len(plan), len(made)):
+                    plans += [[*made[:position], other] for other in range(1, child.widths[position])]
                 child.picks, child.widths = [], []
                 child.plan.clear()
                 child.trace.clear()
@@ -435,7 +438,6 @@ def _reference_search(
                     for found, name in zip(reached, names(child, child_left), strict=True):
                         found.add(name)
                     queue.append((exact, child_left))
-                pick += 1
     return reached, broken
 
 

@@ -134,10 +134,10 @@ class _Capture:
         self.names: Mapping[str, str] = names or {}
         context = (now, cap, tuple(sorted(self.names.items())))
         shared = _SHARED.get(context)
-        if shared is None:
+        if shared is None or len(shared[1]) > 200_000:
             if len(_SHARED) >= 64:
                 _SHARED.clear()
-            shared = _SHARED[context] = ({}, {})
+            shared = _SHARED[context] = ({}, {})  # a fresh context: nothing in it is keyed yet
         self._renamed, self._values = shared
         self.pendings: dict[int, int] = {}
 
@@ -215,14 +215,14 @@ class _Capture:
     def pending(self, put: PendingPut, owner: dict[int, str]) -> Value:
         result = put.result
         return (
-            owner[id(put.view)],
+            self.name(owner[id(put.view)]),
             put.key,
             self.value(put.value),
             put.read_version,
             self.verdict(put.verdict),
             None
             if result is None
-            else (result.applied, self.verdict(result.verdict), result.message is not None, result.error),
+            else (result.applied, self.verdict(result.verdict), result.message is not None, result.error is not None),
         )
 
 
@@ -236,10 +236,17 @@ def _client(cap: _Capture, client: MetadataClient) -> Value:
 
 def _store(cap: _Capture, store: MetadataStore, sessions: Mapping[int, str]) -> Value:
     nodes = []
+    ranks: Counter[int] = Counter()
     for path, node in store._nodes.items():
         stat = node.stat
         owner = None if stat.ephemeral_owner is None else sessions.get(stat.ephemeral_owner, "?")
-        nodes.append((cap.name(path), cap.node_data(path, node.data), stat.version, owner, cap.age(stat.modified_ms)))
+        # a session's ephemeral nodes go in the order they were made (the order its expiry deletes
+        # them and queues their events); other nodes' order reads nothing
+        rank = 0 if stat.ephemeral_owner is None else ranks[stat.ephemeral_owner]
+        ranks[stat.ephemeral_owner or 0] += 1
+        nodes.append(
+            (cap.name(path), cap.node_data(path, node.data), stat.version, owner, cap.age(stat.modified_ms), rank)
+        )
     nodes.sort(key=lambda n: n[0])  # type: ignore[arg-type, return-value]
     clients = sorted(_client(cap, c) for c in store._clients)
     return (tuple(nodes), tuple(clients))
@@ -635,7 +642,8 @@ def restore(value: Value, now: int, like: Cluster, picks: bool = True) -> Cluste
         client = _client_of(store, name, connected, closed, queue_v)
         clients[name] = client
         store._clients.append(client)
-    for path, data_v, version, owner, age in nodes_v:
+    # ephemeral nodes after the others, each session's in the order they were made
+    for path, data_v, version, owner, age, _ in sorted(nodes_v, key=lambda n: (n[3] is not None, n[3] or "", n[5])):
         owner_session = None if owner is None else clients[owner].session_id
         stat_key = (version, owner_session, r.time(age))
         stat = _STATS.get(stat_key)
@@ -759,9 +767,9 @@ _RULES: dict[tuple[int, type], Any] = {}
 
 def _rules(cluster: Cluster, kind: type) -> Any:
     found = _RULES.get((id(cluster.model), kind))
-    if found is None:
-        found = _RULES[(id(cluster.model), kind)] = rules_for(kind.storage, cluster.model)  # type: ignore[attr-defined]
-    return found
+    if found is None or found[0] is not cluster.model:
+        found = _RULES[(id(cluster.model), kind)] = (cluster.model, rules_for(kind.storage, cluster.model))  # type: ignore[attr-defined]
+    return found[1]
 
 
 def _broker_of(
@@ -827,8 +835,9 @@ def _broker_of(
     for _owner, key, value_v, read_version, verdict_v, result_v in pendings_v:
         put = PendingPut(view, key, r.data(value_v), read_version, r.verdict(verdict_v))  # type: ignore[arg-type]
         if result_v is not None:
-            applied, result_verdict, _has_message, error = result_v
-            put.result = PutResult(applied, r.verdict(result_verdict), None, error)
+            applied, result_verdict, _has_message, failed = result_v
+            # nothing reads a failed write's message but people: it named a session number
+            put.result = PutResult(applied, r.verdict(result_verdict), None, "failed" if failed else None)
         pendings.append(put)
     broker.tasks = deque(
         r.task(task_v)
