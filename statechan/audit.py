@@ -17,6 +17,7 @@ import functools
 import heapq
 import json
 import os
+import pickle
 import re
 import sys
 import tempfile
@@ -31,9 +32,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from statechan.invariants.catalogue import (
     CATALOGUE,
-    check_history,
-    histories_from_trace,
+    HistoryRecord,
+    HistoryStream,
+    history_folds,
     history_ids,
+    history_record,
     record_checks,
     record_ids,
 )
@@ -108,7 +111,7 @@ class AuditSettings(BaseModel):
     )
     history: bool | None = Field(
         None,
-        description="also check the per-bundle history invariants, keeping each bundle's records in memory "
+        description="also check the per-bundle history invariants, streaming each bundle's records a key at a time "
         "(default: when the trace has view records)",
     )
 
@@ -135,7 +138,7 @@ class AuditSettings(BaseModel):
         return history_ids(self.invariants)
 
     def keeps_history(self, view_records: int) -> bool:
-        """Whether this audit keeps each bundle's records for the history invariants."""
+        """Whether this audit checks the history invariants."""
         wanted = self.history if self.history is not None else view_records > 0
         return wanted and bool(self.history_ids())
 
@@ -301,45 +304,25 @@ than the whole replay."""
 
 
 class Fold:
-    """Replays channel rows (tuples in :data:`CHANNEL_COLUMNS` order) into a :class:`Partial`;
-    with ``history``, also checks the history invariants on the records given to :meth:`keep`."""
+    """Replays channel rows (tuples in :data:`CHANNEL_COLUMNS` order) into a :class:`Partial`."""
 
     def __init__(
         self,
         settings: AuditSettings,
         registry_events: Sequence[tuple[int, int, str, bool]],
         end_time: int,
-        history: bool = False,
         refused: Mapping[tuple[int, int], tuple[str, str]] | None = None,
     ):
         self.settings = settings
         self.refused = refused or None
         """Channel rows (source, line) malformed for a field the replay does not read (a split
-        map: :func:`statechan.traces.split_map_errors`), with their error and text."""
+        map: :func:`statechan.traces.split_map_errors`; with the history invariants, any field:
+        :meth:`Histories.record`), with their error and text."""
         self.end_time = end_time
         self.partial = Partial(settings.examples)
         self.replay = TraceReplay(record_checks(settings.ids()), settings.replay(), Registry(registry_events))
         self.route: dict[str, tuple[NamespaceReplay, Bundle]] = {}
         """Each key seen: its namespace's replay and its bundle."""
-        self.history = history
-        self.kept: list[dict[str, Any]] = []
-        """With ``history``: every channel and view record offered to :meth:`keep`, as trace records."""
-
-    def keep(self, row: dict[str, Any]) -> bool:
-        """Keep a channel or view row (flat schema) for the history invariants; False if it does
-        not validate as a whole record. A view row that does not was quarantined by the first
-        pass; a channel row that does not is quarantined here, and must not be replayed either
-        (the history invariants would miss a record the record invariants saw)."""
-        try:
-            record = from_flat_row(_BLANK_ROW | row)
-        except (ValueError, KeyError) as exc:  # pydantic.ValidationError is a ValueError
-            if row.get("kind") == "channel":
-                error = error_reason(exc)  # a whole record: the field path is in the error
-                text = json.dumps({n: row.get(n) for n in CHANNEL_COLUMNS[:9] + HISTORY_COLUMNS[1:3]}, default=str)
-                self.partial.malformed.append((row.get("source") or 0, row.get("line"), error, text))
-            return False
-        self.kept.append(dict(record.__dict__))  # the fields as they are: the value stays validated
-        return True
 
     def _record(self, found: Iterable[Any]) -> None:
         for v in found:
@@ -382,12 +365,6 @@ class Fold:
 
     def finish(self) -> Partial:
         self._record(self.replay.finish(self.end_time))
-        if self.history:
-            self.kept.sort(key=_by_offset)
-            ids = self.settings.history_ids()
-            for history in histories_from_trace(self.kept, self.settings.storage, self.settings.model):
-                self._record(check_history(history, ids))
-            self.kept.clear()
         self.partial.reasons.update({str(r): n for r, n in self.replay.reasons.items()})
         self.partial.bundles = len(self.route)
         self.partial.namespaces = self.replay.namespaces_seen
@@ -408,8 +385,113 @@ HISTORY_COLUMNS = (
 """The columns the history invariants read besides :data:`CHANNEL_COLUMNS` (a whole record)."""
 
 
-def _by_offset(record: dict[str, Any]) -> int:
-    return int(record["offset"])
+HistoryItem = tuple[str, int, int, int, HistoryRecord]
+"""A channel or view record for the history invariants: key, offset, source, line (the order
+they are checked in: each key's records together, by offset, ties in file order) and the record."""
+
+
+class Histories:
+    """The history invariants over channel and view records given in :data:`HistoryItem` order:
+    one key's :class:`~statechan.invariants.catalogue.HistoryStream` at a time, so a worker holds
+    what the invariants hold for one key (never its records: see the catalogue's folds), however
+    many records the key or its namespace has."""
+
+    def __init__(self, settings: AuditSettings):
+        self.settings = settings
+        self.partial = Partial(settings.examples)
+        self.folds = history_folds(settings.history_ids())
+        self.key: str | None = None
+        self.stream: HistoryStream | None = None
+
+    def item(self, row: dict[str, Any]) -> HistoryItem | None:
+        """A channel or view row (flat schema) as an item; None if it does not validate as a
+        whole record. A view row that does not was quarantined by the first pass; a channel row
+        that does not is quarantined here, and must not be replayed either (the history
+        invariants would miss a record the record invariants saw)."""
+        try:
+            record = from_flat_row(_BLANK_ROW | row)
+        except (ValueError, KeyError) as exc:  # pydantic.ValidationError is a ValueError
+            if row.get("kind") == "channel":
+                error = error_reason(exc)  # a whole record: the field path is in the error
+                text = json.dumps({n: row.get(n) for n in CHANNEL_COLUMNS[:9] + HISTORY_COLUMNS[1:3]}, default=str)
+                self.partial.malformed.append((row.get("source") or 0, row.get("line"), error, text))
+            return None
+        found = history_record(record.__dict__)  # the fields as they are: the value stays validated
+        if found is None:
+            return None
+        key, entry = found
+        return key, entry.offset, row.get("source") or 0, row.get("line") or 0, entry
+
+    def offer(self, items: Iterable[HistoryItem]) -> None:
+        """Items in :data:`HistoryItem` order (a key's records together)."""
+        for key, _, _, _, record in items:
+            if key != self.key:
+                self._finish_key()
+                self.key = key
+                folds = [(fold, self._found) for fold in self.folds]
+                self.stream = HistoryStream(key, folds, self.settings.storage, self.settings.model)
+            assert self.stream is not None
+            self.stream.offer(record)
+
+    def _found(self, v: Any) -> None:
+        self.partial.violation(v.invariant, v.key, v.offset, v.detail)
+
+    def _finish_key(self) -> None:
+        if self.stream is not None:
+            self.stream.finish()
+        self.key, self.stream = None, None
+
+    def finish(self) -> Partial:
+        self._finish_key()
+        return self.partial
+
+
+HISTORY_RUN = 200_000
+"""Items the local engine sorts in memory before it writes them to a temporary run file."""
+
+
+class ExternalSort:
+    """Items put in any order, given back in :data:`HistoryItem` order, holding at most ``run``
+    of them in memory: each ``run`` items are sorted and written to a temporary file, and the
+    files are merged an item from each at a time (the local engine's counterpart of Spark's
+    sort, which spills likewise)."""
+
+    def __init__(self, run: int | None = None):
+        self.run = run or HISTORY_RUN
+        self.buffer: list[HistoryItem] = []
+        self.folder = tempfile.TemporaryDirectory(prefix="statechan-history-")
+        self.runs: list[Path] = []
+
+    def add(self, item: HistoryItem) -> None:
+        self.buffer.append(item)
+        if len(self.buffer) >= self.run:
+            self.buffer.sort(key=_item_order)
+            self.runs.append(Path(self.folder.name) / f"run-{len(self.runs)}.pickle")
+            with open(self.runs[-1], "wb") as out:
+                pickler = pickle.Pickler(out, pickle.HIGHEST_PROTOCOL)
+                for each in self.buffer:
+                    pickler.dump(each)
+            self.buffer.clear()
+
+    def sorted(self) -> Iterator[HistoryItem]:
+        """Every item added, in order (once), the temporary files removed at the end."""
+        self.buffer.sort(key=_item_order)
+        with self.folder:
+            yield from heapq.merge(*(_read_run(path) for path in self.runs), self.buffer, key=_item_order)
+
+
+def _item_order(item: HistoryItem) -> tuple[str, int, int, int]:
+    return item[:4]
+
+
+def _read_run(path: Path) -> Iterator[HistoryItem]:
+    with open(path, "rb") as handle:
+        unpickler = pickle.Unpickler(handle)  # our own run file, written just now in a private folder
+        while True:
+            try:
+                yield unpickler.load()
+            except EOFError:
+                return
 
 
 def _whole_row_error(row: tuple[Any, ...]) -> str:
@@ -614,17 +696,22 @@ def audit_local(
                 _note_other(other, row, row.get("source") or 0, row.get("line"))
     records, in_order = scan.records, scan.in_order
     history = settings.keeps_history(other.view)
-    fold = Fold(settings, other.registry, other.max_time or 0, history, other.refused)
+    fold = Fold(settings, other.registry, other.max_time or 0, other.refused)
+    histories = Histories(settings)
+    items = ExternalSort()
 
     def channel_rows() -> Iterator[tuple[Any, ...]]:
         for source, path in enumerate(paths):
-            if is_parquet(path) and not history:  # columnar; with histories, whole records are kept
+            if is_parquet(path) and not history:  # columnar; with histories, whole records are read
                 yield from _parquet_channel_rows(path, source)
                 continue
             for row in _file_rows(path, source):
                 kind = row.get("kind")
-                if history and kind in ("channel", "view") and not fold.keep(row):
-                    continue  # quarantined: a channel row by keep, a view row by the first pass
+                if history and kind in ("channel", "view"):
+                    item = histories.item(row)
+                    if item is None:
+                        continue  # quarantined: a channel row here, a view row by the first pass
+                    items.add(item)
                 if kind == "channel":
                     yield _channel_tuple(row)
 
@@ -635,8 +722,11 @@ def audit_local(
         note(f"read {records:,} records, not in offset order: sorting the channel records in memory; replaying")
         channel = iter(sorted(channel, key=_offset_order))
     with collector_paused():
-        fold.rows(channel)
+        fold.rows(channel)  # with the history invariants, their items are gathered on the way
+        histories.offer(items.sorted())
     partial = fold.finish()
+    if history:
+        partial.merge(histories.finish())
     partial.malformed[:0] = other.malformed
     return partial, other
 
@@ -887,16 +977,32 @@ def audit_spark(
         f"replaying {channel_rows:,} channel records{views} in {count} partitions by namespace "
         f"({len(other.registry)} registry events)"
     )
+    merged = Partial(settings.examples)
+    if history:  # first: the channel rows that do not validate whole are not replayed
+        rows = (
+            frame.where(F.col("kind").isin("channel", "view"))
+            .select(*CHANNEL_COLUMNS, *HISTORY_COLUMNS)
+            .repartition(count, "key")
+            .sortWithinPartitions("key", "offset", "source", "line")  # HistoryItem order
+        )
+        checked = lambda done, s: note(f"checked the histories of {done}/{count} partitions ({s:.0f} s)")  # noqa: E731
+        with StageProgress(spark, count, checked):
+            found = rows.mapInArrow(_arrow_histories(settings), "partial string").collect()
+        for row in found:
+            histories = Partial.from_json(row["partial"])
+            for source, line, error, text in histories.malformed:  # every row has its line (_spark_frame)
+                other.refused[source, line or 0] = (error, text)
+            histories.malformed.clear()  # the replay quarantines them, as refused
+            merged.merge(histories)
     channel = (
-        frame.where(F.col("kind").isin("channel", "view") if history else F.col("kind") == "channel")
-        .select(*CHANNEL_COLUMNS, *(HISTORY_COLUMNS if history else ()))
+        frame.where(F.col("kind") == "channel")
+        .select(*CHANNEL_COLUMNS)
         .repartition(count, F.substring_index("key", "/", 2))  # by namespace
         .sortWithinPartitions("offset")
     )
-    fold = _arrow_fold(settings, other.registry, end_time, history, other.refused)
+    fold = _arrow_fold(settings, other.registry, end_time, other.refused)
     with StageProgress(spark, count, lambda done, s: note(f"replayed {done}/{count} partitions ({s:.0f} s)")):
         partials = channel.mapInArrow(fold, "partial string").collect()
-    merged = Partial(settings.examples)
     for row in partials:
         merged.merge(Partial.from_json(row["partial"]))
     merged.malformed[:0] = other.malformed
@@ -941,26 +1047,38 @@ def _arrow_fold(
     settings: AuditSettings,
     registry: list[tuple[int, int, str, bool]],
     end_time: int,
-    history: bool = False,
     refused: Mapping[tuple[int, int], tuple[str, str]] | None = None,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """The per-partition replay, as a ``mapInArrow`` function (runs in the Python workers).
-    With ``history`` the batches hold view records too: kept for the history invariants, not replayed."""
+    """The per-partition replay, as a ``mapInArrow`` function (runs in the Python workers)."""
 
     def fold(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
-        work = Fold(settings, registry, end_time, history, refused)
+        work = Fold(settings, registry, end_time, refused)
         words: dict[str, str] = {}
         with collector_paused():
             for batch in batches:
-                if history:  # replay the channel records that validate whole
-                    replay = [work.keep(row) and row["kind"] == "channel" for row in batch.to_pylist()]
-                    batch = batch.filter(pa.array(replay, pa.bool_()))
                 work.rows(zip(*arrow_columns(batch, CHANNEL_COLUMNS, words), strict=True))
         yield pa.RecordBatch.from_pydict({"partial": [work.finish().to_json()]})
 
     return fold
+
+
+def _arrow_histories(settings: AuditSettings) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The per-partition history invariants, as a ``mapInArrow`` function over channel and view
+    rows in :data:`HistoryItem` order (Spark sorted them, spilling as it must): the partial's
+    malformed rows are the channel rows that do not validate whole."""
+
+    def check(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        work = Histories(settings)
+        with collector_paused():
+            for batch in batches:
+                work.offer(item for row in batch.to_pylist() if (item := work.item(row)) is not None)
+        yield pa.RecordBatch.from_pydict({"partial": [work.finish().to_json()]})
+
+    return check
 
 
 def arrow_columns(batch: Any, names: Sequence[str], words: dict[str, str]) -> list[list[Any]]:

@@ -1114,7 +1114,7 @@ def audit_command(
         typer.Option(
             "--history/--no-history",
             help="Also check the per-bundle history invariants (version-monotonic, one-value-per-version, "
-            "compaction-equivalence), keeping each bundle's records in memory (default: when the trace has "
+            "compaction-equivalence), streaming each bundle's records a key at a time (default: when the trace has "
             "view records).",
         ),
     ] = None,

@@ -16,7 +16,7 @@ simulate``/``replay`` and the trace auditor all call these functions; none resta
 from __future__ import annotations
 
 import dataclasses
-import functools
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -41,9 +41,9 @@ from statechan.invariants.replay import (
 )
 from statechan.invariants.violation import Violation as Violation
 from statechan.keys import BadKeyError, Bundle, parse_key
-from statechan.model import DEFAULT_MODEL, ProtocolModel, load_model
+from statechan.model import DEFAULT_MODEL, ProtocolModel, StorageRules, load_model
 from statechan.observation import Observation
-from statechan.resolver import offer, offers, rules_for, settle
+from statechan.resolver import offer, rules_for, settle
 from statechan.states import ServiceUnitState, StorageType
 from statechan.values import ServiceUnitStateData, ValueView, brief
 
@@ -78,18 +78,69 @@ class KeyHistory:
     storage: StorageType = StorageType.SystemTopic
     model: str = DEFAULT_MODEL
 
-    @functools.cached_property
-    def settled(self) -> tuple[HistoryRecord, ...]:
-        """The channel records that stood: on a system topic, those a reader of the whole log
-        accepts (the resolver on read); on a metadata store, every committed write."""
-        if self.storage is StorageType.MetadataStore:
-            return self.channel
-        steps = offers(rules_for(self.storage, self.model), (record.value for record in self.channel))
-        return tuple(record for record, (_, verdict) in zip(self.channel, steps, strict=True) if verdict.accepted)
+
+class HistoryFold:
+    """One history invariant as a fold over one bundle's records, a record at a time: it holds
+    what the invariant needs (never the records, but a bounded tail) and reports each violation
+    to ``found`` as soon as it is certain. Channel records come in log order, each with what a
+    reader of the whole log holds after it and whether it stood (``settled``: on a system topic
+    the resolver took it, on a metadata store always); each observer's view records come in its
+    order, interleaved with the channel's in any way."""
+
+    def __init__(self, key: str, storage: StorageType, rules: StorageRules, found: Callable[[Violation], None]):
+        self.key, self.storage, self.rules, self.found = key, storage, rules, found
+
+    def channel(self, record: HistoryRecord, held: ServiceUnitStateData | None, accepted: bool, settled: bool) -> None:
+        """A channel record; ``held``: a full reader's value after it; ``accepted``: the resolver's verdict."""
+
+    def view(self, record: HistoryRecord) -> None:
+        """A record an observer's view was offered (``record.observer``)."""
+
+    def finish(self) -> None:
+        """The bundle's records are over."""
+
+    def held(self) -> int:
+        """How many values or records this fold holds now (what bounds its memory; the tests read it)."""
+        return 0
+
+
+class HistoryStream:
+    """A bundle's history invariants, fed its records one at a time: the resolver's fold of the
+    channel (:func:`statechan.resolver.offer`) once, and each invariant's :class:`HistoryFold`."""
+
+    def __init__(
+        self,
+        key: str,
+        folds: Iterable[tuple[type[HistoryFold], Callable[[Violation], None]]],
+        storage: StorageType = StorageType.SystemTopic,
+        model: str = DEFAULT_MODEL,
+    ):
+        """``folds``: each invariant's fold and where its violations go."""
+        self.rules = rules_for(storage, model)
+        self.every_write = storage is StorageType.MetadataStore  # every committed write stands
+        self.value: ServiceUnitStateData | None = None
+        self.folds = [fold(key, storage, self.rules, found) for fold, found in folds]
+
+    def offer(self, record: HistoryRecord) -> None:
+        """A channel record (``observer`` None) or a view record."""
+        if record.observer is not None:
+            for fold in self.folds:
+                fold.view(record)
+            return
+        self.value, verdict = offer(self.rules, self.value, record.value)
+        for fold in self.folds:
+            fold.channel(record, self.value, verdict.accepted, self.every_write or verdict.accepted)
+
+    def finish(self) -> None:
+        for fold in self.folds:
+            fold.finish()
+
+    def held(self) -> int:
+        return sum(fold.held() for fold in self.folds)
 
 
 ClusterCheck = Callable[[Observation], list[Violation]]
-HistoryCheck = Callable[[KeyHistory], list[Violation]]
+HistoryCheck = type[HistoryFold]
 
 
 @dataclass(frozen=True)
@@ -102,6 +153,7 @@ class Invariant:
     history; ``records``: only a record form (over a namespace's replayed records)."""
     cluster_check: ClusterCheck | None = None
     history_check: HistoryCheck | None = None
+    """The history form: a fold over one bundle's records (:class:`HistoryFold`)."""
     default: bool = True
     """Checked unless named otherwise; False for a documented hazard of the current protocol."""
     record_statement: str | None = None
@@ -158,7 +210,7 @@ def invariant(
 def history_invariant(
     id: str, statement: str, guards: Iterable[str], default: bool = True
 ) -> Callable[[HistoryCheck], HistoryCheck]:
-    """Declare an invariant over one bundle's history."""
+    """Declare an invariant over one bundle's history (a :class:`HistoryFold`)."""
 
     def register(check: HistoryCheck) -> HistoryCheck:
         _register(Invariant(id, statement, tuple(guards), "history", history_check=check, default=default))
@@ -465,37 +517,36 @@ def syncer_equivalence(obs: Observation) -> list[Violation]:
 
 
 # -- history invariants ------------------------------------------------------------------------------
-def _streams(history: KeyHistory) -> list[tuple[str, list[HistoryRecord]]]:
-    """The settled channel sequence and each observer's accepted sequence, named for messages."""
-    streams = [("the channel", list(history.settled))]
-    streams.extend(
-        (observer, [r for r in records if r.accepted]) for observer, records in sorted(history.views.items())
-    )
-    return streams
-
-
 @history_invariant(
     "version-monotonic",
     "Between deletions, the version a view (or the channel's settled sequence) holds for a key never goes back.",
     ["#20110", "#24186"],
 )
-def version_monotonic(history: KeyHistory) -> list[Violation]:
-    found = []
-    for who, records in _streams(history):
-        held: ServiceUnitStateData | None = None
-        for record in records:
-            value = record.value
-            if held is not None and value is not None and value.version_id < held.version_id:
-                found.append(
-                    Violation(
-                        "version-monotonic",
-                        f"{who} went from {_brief(held)} to {_brief(value)}",
-                        history.key,
-                        record.offset,
-                    )
-                )
-            held = value
-    return found
+class VersionMonotonic(HistoryFold):
+    """One held value per stream: the channel's settled sequence and each observer's accepted one."""
+
+    def __init__(self, key: str, storage: StorageType, rules: StorageRules, found: Callable[[Violation], None]):
+        super().__init__(key, storage, rules, found)
+        self.last: dict[str | None, ServiceUnitStateData | None] = {}
+
+    def _next(self, who: str | None, record: HistoryRecord) -> None:
+        held, value = self.last.get(who), record.value
+        if held is not None and value is not None and value.version_id < held.version_id:
+            name = "the channel" if who is None else who
+            detail = f"{name} went from {_brief(held)} to {_brief(value)}"
+            self.found(Violation("version-monotonic", detail, self.key, record.offset))
+        self.last[who] = value
+
+    def channel(self, record: HistoryRecord, held: ServiceUnitStateData | None, accepted: bool, settled: bool) -> None:
+        if settled:
+            self._next(None, record)
+
+    def view(self, record: HistoryRecord) -> None:
+        if record.accepted:
+            self._next(record.observer, record)
+
+    def held(self) -> int:
+        return len(self.last)
 
 
 @history_invariant(
@@ -504,40 +555,48 @@ def version_monotonic(history: KeyHistory) -> list[Violation]:
     "broker's view takes is one the channel settled on.",
     ["#24186", "#24185"],
 )
-def one_value_per_version(history: KeyHistory) -> list[Violation]:
-    found = []
-    seen: dict[int, ServiceUnitStateData] = {}
-    settled_values: set[ServiceUnitStateData] = set()
-    for record in history.settled:
+class OneValuePerVersion(HistoryFold):
+    """The values of the current lifetime by version, every distinct value the channel settled
+    on, and per observer the distinct values its view took that the channel has not settled on
+    (yet: the first left at the end is reported)."""
+
+    def __init__(self, key: str, storage: StorageType, rules: StorageRules, found: Callable[[Violation], None]):
+        super().__init__(key, storage, rules, found)
+        self.seen: dict[int, ServiceUnitStateData] = {}
+        self.settled_values: set[ServiceUnitStateData] = set()
+        self.unsettled: dict[str, dict[ServiceUnitStateData, int]] = {}
+
+    def channel(self, record: HistoryRecord, held: ServiceUnitStateData | None, accepted: bool, settled: bool) -> None:
         value = record.value
+        if not settled:
+            return
         if value is None:
-            seen.clear()
-            continue
-        settled_values.add(value)
-        other = seen.setdefault(value.version_id, value)
+            self.seen.clear()
+            return
+        if value not in self.settled_values:
+            self.settled_values.add(value)
+            for taken in self.unsettled.values():
+                taken.pop(value, None)
+        other = self.seen.setdefault(value.version_id, value)
         if other != value:
-            found.append(
-                Violation(
-                    "one-value-per-version",
-                    f"version {value.version_id} holds {_brief(other)} and then {_brief(value)}"
-                    f"{_differing(other, value)}",
-                    history.key,
-                    record.offset,
-                )
-            )
-    for observer, records in sorted(history.views.items()):
-        for record in records:
-            if record.accepted and record.value is not None and record.value not in settled_values:
-                found.append(
-                    Violation(
-                        "one-value-per-version",
-                        f"{observer} took {_brief(record.value)}, which the channel never settled on",
-                        history.key,
-                        record.offset,
-                    )
-                )
+            detail = f"version {value.version_id} holds {_brief(other)} and then {_brief(value)}"
+            detail += _differing(other, value)
+            self.found(Violation("one-value-per-version", detail, self.key, record.offset))
+
+    def view(self, record: HistoryRecord) -> None:
+        value = record.value
+        if record.accepted and value is not None and value not in self.settled_values:
+            self.unsettled.setdefault(str(record.observer), {}).setdefault(value, record.offset)
+
+    def finish(self) -> None:
+        for observer, taken in sorted(self.unsettled.items()):
+            for value, offset in taken.items():  # the first, in the view's order
+                detail = f"{observer} took {_brief(value)}, which the channel never settled on"
+                self.found(Violation("one-value-per-version", detail, self.key, offset))
                 break
-    return found
+
+    def held(self) -> int:
+        return len(self.seen) + len(self.settled_values) + sum(len(t) for t in self.unsettled.values())
 
 
 # -- record invariants (over a namespace's replayed records; definitions from the auditor's issue) -----
@@ -747,53 +806,74 @@ COMPACTION_CHECK_LIMIT = 400
 ``COMPACTION_CHECK_LIMIT`` points (the check is quadratic in the history's length)."""
 
 
-def _compaction_divergence(history: KeyHistory, across_deletions: bool) -> list[Violation]:
+class _CompactionDivergence(HistoryFold):
     """Readers at every position p, served the log compacted at every horizon h > p, then the tail.
 
     ``across_deletions`` False: only readers whose held value is of the compacted value's lifetime
     (no deletion settled between p and h); True: only readers a deletion separates from it.
+    Held: the last ``COMPACTION_CHECK_LIMIT`` channel records (the horizons checked and their
+    tails) and the distinct values a reader held at the positions those horizons try: the
+    lifetimes they fall in (False), or every one before them (True).
     """
-    if history.storage is not StorageType.SystemTopic or not history.channel:
-        return []
-    invariant_id = "compaction-keeps-deletions" if across_deletions else "compaction-equivalence"
-    rules = rules_for(history.storage, history.model)
-    values = [r.value for r in history.channel]
-    held: list[ServiceUnitStateData | None] = [None]  # held[i]: a full reader after i records
-    lifetime_start = [0]  # lifetime_start[i]: where the lifetime held[i] belongs to began
-    for i, (after, verdict) in enumerate(offers(rules, values), start=1):
-        held.append(after)
-        lifetime_start.append(i if verdict.accepted and after is None else lifetime_start[-1])
-    final = held[-1]
 
-    first = max(1, len(values) - COMPACTION_CHECK_LIMIT + 1)
-    for horizon in range(first, len(values) + 1):
-        compacted = held[horizon]
-        if compacted is None:
-            continue  # the compacted ledger has no entry for the key
-        born = lifetime_start[horizon]
-        positions = range(born) if across_deletions else range(born, horizon)
-        tried: set[int] = set()  # ids of the held values tried (each is alive in ``held``)
-        for position in positions:
-            start = held[position]
-            if id(start) in tried:
-                continue
-            tried.add(id(start))
-            served, _ = offer(rules, start, compacted)
-            if served is compacted or served == compacted:  # identity first: pydantic's == is slow
-                continue
-            end = settle(rules, values[horizon:], served)
-            if end is not final and end != final:
-                return [
-                    Violation(
-                        invariant_id,
+    invariant_id = "compaction-equivalence"
+    across_deletions = False
+
+    def __init__(self, key: str, storage: StorageType, rules: StorageRules, found: Callable[[Violation], None]):
+        super().__init__(key, storage, rules, found)
+        self.count = 0  # channel records so far: the reader's position after the last one
+        self.tail: deque[tuple[int, HistoryRecord, ServiceUnitStateData | None, int]] = deque(
+            maxlen=COMPACTION_CHECK_LIMIT
+        )
+        """(h, the h-th record, a full reader's value after it, where its lifetime began)."""
+        self.born = 0  # where the current lifetime began
+        self.lifetimes: deque[tuple[int, dict[int, tuple[int, ServiceUnitStateData | None]]]] = deque()
+        self.lifetimes.append((0, {id(None): (0, None)}))
+        """Per lifetime (its start), the distinct values (by identity) a reader held in it, at their first position."""
+
+    def channel(self, record: HistoryRecord, held: ServiceUnitStateData | None, accepted: bool, settled: bool) -> None:
+        if self.storage is not StorageType.SystemTopic:
+            return
+        self.count += 1
+        position = self.count
+        if accepted and held is None:
+            self.born = position
+            if not self.across_deletions:  # a lifetime no horizon left to check can fall in is dropped
+                while len(self.lifetimes) > 1 and self.lifetimes[1][0] <= position - COMPACTION_CHECK_LIMIT:
+                    self.lifetimes.popleft()
+                self.lifetimes.append((position, {}))
+        self.lifetimes[-1][1].setdefault(id(held), (position, held))
+        self.tail.append((position, record, held, self.born))
+
+    def finish(self) -> None:
+        if not self.tail:
+            return
+        final = self.tail[-1][2]
+        values = [record.value for _, record, _, _ in self.tail]
+        for index, (horizon, record, compacted, born) in enumerate(self.tail):
+            if compacted is None:
+                continue  # the compacted ledger has no entry for the key
+            if self.across_deletions:
+                starts = [start for lifetime in self.lifetimes for start in lifetime[1].values() if start[0] < born]
+            else:
+                lifetime = next(held for begun, held in self.lifetimes if begun == born)
+                starts = [start for start in lifetime.values() if start[0] < horizon]
+            for position, start in starts:
+                served, _ = offer(self.rules, start, compacted)
+                if served is compacted or served == compacted:  # identity first: pydantic's == is slow
+                    continue
+                end = settle(self.rules, values[index + 1 :], served)
+                if end is not final and end != final:
+                    detail = (
                         f"a reader holding {_brief(start)} (after {position} records) and served the log "
                         f"compacted at {horizon} ({_brief(compacted)}) ends with {_brief(end)}; "
-                        f"the whole log gives {_brief(final)}",
-                        history.key,
-                        history.channel[horizon - 1].offset,  # the newest record the compaction covers
+                        f"the whole log gives {_brief(final)}"
                     )
-                ]
-    return []
+                    self.found(Violation(self.invariant_id, detail, self.key, record.offset))
+                    return
+
+    def held(self) -> int:
+        return len(self.tail) + sum(len(held) for _, held in self.lifetimes)
 
 
 @history_invariant(
@@ -803,8 +883,8 @@ def _compaction_divergence(history: KeyHistory, across_deletions: bool) -> list[
     "reader of the whole log ends.",
     ["#20110", "#19546"],
 )
-def compaction_equivalence(history: KeyHistory) -> list[Violation]:
-    return _compaction_divergence(history, across_deletions=False)
+class CompactionEquivalence(_CompactionDivergence):
+    pass
 
 
 @history_invariant(
@@ -816,8 +896,9 @@ def compaction_equivalence(history: KeyHistory) -> list[Violation]:
     ["docs/findings.md"],
     default=False,
 )
-def compaction_keeps_deletions(history: KeyHistory) -> list[Violation]:
-    return _compaction_divergence(history, across_deletions=True)
+class CompactionKeepsDeletions(_CompactionDivergence):
+    invariant_id = "compaction-keeps-deletions"
+    across_deletions = True
 
 
 def _brief(data: ValueView | None) -> str:
@@ -872,11 +953,22 @@ def history_ids(ids: Iterable[str] | None = None) -> list[str]:
 
 def check_history(history: KeyHistory, ids: Iterable[str] | None = None) -> list[Violation]:
     """Every default history invariant (or those named) on one bundle's history."""
-    found: list[Violation] = []
-    for inv in _chosen(ids):
-        if inv.history_check is not None:
-            found.extend(inv.history_check(history))
-    return found
+    folds = history_folds(ids)
+    found: list[list[Violation]] = [[] for _ in folds]  # each invariant's, in the catalogue's order
+    sinks = [into.append for into in found]
+    stream = HistoryStream(history.key, zip(folds, sinks, strict=True), history.storage, history.model)
+    for record in history.channel:
+        stream.offer(record)
+    for _, records in sorted(history.views.items()):
+        for record in records:
+            stream.offer(record)
+    stream.finish()
+    return [violation for each in found for violation in each]
+
+
+def history_folds(ids: Iterable[str] | None = None) -> list[type[HistoryFold]]:
+    """The folds of the default history invariants (or those named), in the catalogue's order."""
+    return [inv.history_check for inv in _chosen(ids) if inv.history_check is not None]
 
 
 def _validated(raw: object) -> ServiceUnitStateData:
@@ -893,6 +985,26 @@ def _decoded(record: Mapping[str, object]) -> Mapping[str, object]:
     return record if value is raw else {**record, "value": value}
 
 
+def history_record(record: Mapping[str, object]) -> tuple[str, HistoryRecord] | None:
+    """A trace's channel or view record as its key and :class:`HistoryRecord` (value decoded
+    from Pulsar JSON, or already :class:`ServiceUnitStateData`; a restarted broker's view, by
+    its ``incarnation``, is another observer); None for other records."""
+    kind = record.get("kind")
+    if kind not in ("channel", "view"):
+        return None
+    raw = record.get("value")
+    value = None if raw is None else _validated(raw)
+    offset = int(record["offset"])  # type: ignore[call-overload]
+    if kind == "channel":
+        time = int(record.get("publish_time", 0))  # type: ignore[call-overload]
+        return str(record["key"]), HistoryRecord(offset, time, value)
+    observer = str(record["observer"])
+    if record.get("incarnation") is not None:  # a restarted broker's view starts afresh
+        observer = f"{observer}#{record['incarnation']}"
+    time = int(record.get("time", 0))  # type: ignore[call-overload]
+    return str(record["key"]), HistoryRecord(offset, time, value, observer, bool(record.get("accepted", True)))
+
+
 def histories_from_trace(
     trace: Iterable[Mapping[str, object]],
     storage: StorageType = StorageType.SystemTopic,
@@ -903,23 +1015,14 @@ def histories_from_trace(
     channel: dict[str, list[HistoryRecord]] = {}
     views: dict[str, dict[str, list[HistoryRecord]]] = {}
     for record in trace:
-        kind = record.get("kind")
-        if kind not in ("channel", "view"):
+        found = history_record(record)
+        if found is None:
             continue
-        key = str(record["key"])
-        raw = record.get("value")
-        value = None if raw is None else _validated(raw)
-        offset = int(record["offset"])  # type: ignore[call-overload]
-        if kind == "channel":
-            time = int(record.get("publish_time", 0))  # type: ignore[call-overload]
-            channel.setdefault(key, []).append(HistoryRecord(offset, time, value))
+        key, entry = found
+        if entry.observer is None:
+            channel.setdefault(key, []).append(entry)
         else:
-            observer = str(record["observer"])
-            if record.get("incarnation") is not None:  # a restarted broker's view starts afresh
-                observer = f"{observer}#{record['incarnation']}"
-            time = int(record.get("time", 0))  # type: ignore[call-overload]
-            entry = HistoryRecord(offset, time, value, observer, bool(record.get("accepted", True)))
-            views.setdefault(key, {}).setdefault(observer, []).append(entry)
+            views.setdefault(key, {}).setdefault(entry.observer, []).append(entry)
     return [
         KeyHistory(
             key,
