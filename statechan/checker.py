@@ -209,8 +209,9 @@ class Fingerprinter:
             value = capture(cluster, self.cap, names)
             if names is None:
                 own = value
-            if best is None or hash(value) < least:
-                best, least = value, hash(value)
+            hashed = hash(value)
+            if best is None or hashed < least:
+                best, least = value, hashed
         assert best is not None
         return best, own
 
@@ -438,38 +439,27 @@ def check(
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
     ids = list(invariants) if invariants is not None else simulation_ids()
-    agree = "views-converge" in ids
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, not {workers}")
+    if visitor is not None or verify_fingerprints:
+        workers = 1
     result = CheckResult(bounds, store, variant)
-    config = checker_config(bounds, store, variant)
-    fingerprint = Fingerprinter(bounds.brokers, fingerprint_cap(config.channel), symmetry)
-    budget = bounds.budget()
+    expander = _expander(bounds, store, variant, symmetry, ids, keep_graph, verify_fingerprints)
+    root, cap = expander.root, expander.fingerprint.cap
     started = time.perf_counter()
     last_report = started
 
-    root = Cluster(config, picks=[])
-    root.trace.clear()
     if visitor is not None:
-        visitor(root, dict(budget))
-    values: dict[bytes, Value] | None = {} if verify_fingerprints else None
-
-    def key_of(cluster: Cluster, spent: Counter[str]) -> tuple[bytes, Value | None]:
-        """The state's key (its fingerprint and the budgets left), and its own value if captured."""
-        value, own = fingerprint.canonical(cluster)
-        key = fingerprint.digest(value) + budget_left(budget, spent)
-        if values is not None and values.setdefault(key, value) != value:
-            raise FingerprintCollision(f"two different states share the fingerprint {key.hex()}")
-        return key, own
-
-    root_key, root_value = key_of(root, Counter())
+        visitor(root, bounds.budget())
+    root_key, root_value = expander.key_of(root, Counter())
     ids_of: dict[bytes, int] = {root_key: 0}
     nodes: list[Node] = [
-        Node(-1, None, (), 0, settled=settled(root, agree), label=state_label(root) if keep_graph else "")
+        Node(-1, None, (), 0, settled=settled(root, expander.agree), label=state_label(root) if keep_graph else "")
     ]
     if keep_graph:
         result.nodes = nodes
     held0: dict[str, Any] = {}
     _topic_transitions(root, 0, held0)
-    cap = fingerprint.cap
     queue: deque[tuple[int, Value, int, Counter[str], dict[str, Any]]] = deque(
         [(0, root_value if root_value is not None else capture(root, cap), root.clock.now_ms(), Counter(), held0)]
     )
@@ -483,12 +473,7 @@ def check(
             path, picks = [*path, step[0]], [*picks, *step[1]]
         result.path, result.picks = path, picks
 
-    if workers < 1:
-        raise ValueError(f"workers must be at least 1, not {workers}")
-    if visitor is not None or verify_fingerprints:
-        workers = 1
-    expander = _Expander(root, bounds, fingerprint, ids, agree, keep_graph, key_of)
-    pool = _pool(workers, bounds, store, variant, symmetry, ids, agree, keep_graph) if workers > 1 else None
+    pool = _Pool(workers, bounds, store, variant, symmetry, ids, keep_graph) if workers > 1 else None
     try:
 
         def expanded() -> Iterator[tuple[tuple[int, Value, int, Counter[str], dict[str, Any]], _Expansion]]:
@@ -623,22 +608,26 @@ class _Expander:
         bounds: Bounds,
         fingerprint: Fingerprinter,
         ids: list[str],
-        agree: bool,
         keep_graph: bool,
-        key_of: Callable[[Cluster, Counter[str]], tuple[bytes, Value | None]] | None = None,
+        values: dict[bytes, Value] | None,
     ) -> None:
         self.root = root
         self.bounds = bounds
         self.budget = bounds.budget()
         self.fingerprint = fingerprint
         self.ids = ids
-        self.agree = agree
+        self.agree = "views-converge" in ids
         self.keep_graph = keep_graph
-        self.key_of = key_of if key_of is not None else self._key_of
+        self.values = values
+        """Every key's canonical value, when fingerprints are verified."""
 
-    def _key_of(self, cluster: Cluster, spent: Counter[str]) -> tuple[bytes, Value | None]:
+    def key_of(self, cluster: Cluster, spent: Counter[str]) -> tuple[bytes, Value | None]:
+        """The state's key (its fingerprint and the budgets left), and its own value if captured."""
         value, own = self.fingerprint.canonical(cluster)
-        return self.fingerprint.digest(value) + budget_left(self.budget, spent), own
+        key = self.fingerprint.digest(value) + budget_left(self.budget, spent)
+        if self.values is not None and self.values.setdefault(key, value) != value:
+            raise FingerprintCollision(f"two different states share the fingerprint {key.hex()}")
+        return key, own
 
     def expand(
         self,
@@ -734,14 +723,27 @@ _WORKER: list[_Expander] = []
 """A worker process's expander (set when the pool starts it)."""
 
 
-def _start_worker(
-    bounds: Bounds, store: StoreKind, variant: str, symmetry: bool, ids: list[str], agree: bool, keep_graph: bool
-) -> None:
+def _expander(
+    bounds: Bounds,
+    store: StoreKind,
+    variant: str,
+    symmetry: bool,
+    ids: list[str],
+    keep_graph: bool,
+    verify: bool = False,
+) -> _Expander:
+    """The search's expander, from the root state of ``bounds`` (the same in every worker)."""
     config = checker_config(bounds, store, variant)
     root = Cluster(config, picks=[])
     root.trace.clear()
     fingerprint = Fingerprinter(bounds.brokers, fingerprint_cap(config.channel), symmetry)
-    _WORKER[:] = [_Expander(root, bounds, fingerprint, ids, agree, keep_graph)]
+    return _Expander(root, bounds, fingerprint, ids, keep_graph, {} if verify else None)
+
+
+def _start_worker(
+    bounds: Bounds, store: StoreKind, variant: str, symmetry: bool, ids: list[str], keep_graph: bool
+) -> None:
+    _WORKER[:] = [_expander(bounds, store, variant, symmetry, ids, keep_graph)]
 
 
 _PRODUCED: set[bytes] = set()
@@ -769,10 +771,6 @@ class _Pool:
     def terminate(self) -> None:
         self.pool.terminate()
         self.pool.join()
-
-
-def _pool(workers: int, *args: object) -> _Pool:
-    return _Pool(workers, *args)
 
 
 def _finish(result: CheckResult, nodes: list[Node], started: float) -> CheckResult:

@@ -24,7 +24,7 @@ import random
 import re
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from statechan.clock import ManualClock
 from statechan.cluster.placement import BrokerLoad
@@ -75,11 +75,24 @@ _SESSION = {event.value: event for event in SessionEvent}
 _REASONS = {reason.value: reason for reason in Reason}
 
 
-class ValueError_(ValueError):
-    """A value this module cannot capture or restore (a store other than the in-process one)."""
+class NotCapturableError(ValueError):
+    """A cluster this module cannot capture (a store other than the in-process one)."""
 
 
 # -- capture ---------------------------------------------------------------------------------------
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def _remember(cache: dict[K, V], key: K, value: V, limit: int) -> V:
+    """Keep ``value`` under ``key`` in one of this module's caches, emptied once it holds more
+    than ``limit`` entries (a search meets the same few values again and again, a long one many)."""
+    if len(cache) > limit:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
 _DECODED: dict[bytes, ServiceUnitStateData | None] = {}
 """Stored values by their bytes: decoded once, and kept alive (a capture caches values by identity)."""
 
@@ -92,9 +105,7 @@ def decode(data: bytes) -> ServiceUnitStateData | None:
             found = ServiceUnitStateData.model_validate_json(data) if data[:1] == b"{" else None
         except ValueError:
             found = None
-        if len(_DECODED) > 100_000:
-            _DECODED.clear()
-        _DECODED[data] = found
+        _remember(_DECODED, data, found, 100_000)
     return found  # type: ignore[return-value]
 
 
@@ -117,9 +128,7 @@ def _registry_entry(data: bytes) -> tuple[str, Any] | None:
             found = (str(entry["broker"]), entry["incarnation"])
         except (ValueError, KeyError, TypeError):
             found = None
-        if len(_ENTRIES) > 10_000:
-            _ENTRIES.clear()
-        _ENTRIES[data] = found
+        _remember(_ENTRIES, data, found, 10_000)
     return found  # type: ignore[return-value]
 
 
@@ -343,7 +352,7 @@ def capture(cluster: Cluster, cap: int, names: Mapping[str, str] | None = None) 
     by ``names`` (missing ids keep their name)."""
     store = cluster.store
     if not isinstance(store, MetadataStore):
-        raise ValueError_(f"only the in-process metadata store can be captured, not {type(store).__name__}")
+        raise NotCapturableError(f"only the in-process metadata store can be captured, not {type(store).__name__}")
     c = _Capture(cluster.clock.now_ms(), cap, names)
     sessions = {client.session_id: client.name for client in store._clients}
     owner = {id(b.view): b.id for b in cluster.brokers.values()}
@@ -446,20 +455,15 @@ def _children(paths: tuple[str, ...]) -> dict[str, frozenset[str]]:
                 parent = parent or "/"
                 index.setdefault(parent, set()).add(name)
                 child = parent
-        if len(_CHILDREN) > 10_000:
-            _CHILDREN.clear()
-        found = _CHILDREN[paths] = {parent: frozenset(names) for parent, names in index.items()}
+        found = _remember(_CHILDREN, paths, {parent: frozenset(names) for parent, names in index.items()}, 10_000)
     return found
 
 
 def _bundles(namespaces_v: Value) -> dict[str, tuple[Bundle, ...]]:
     found = _BUNDLES.get(namespaces_v)
     if found is None:
-        if len(_BUNDLES) > 10_000:
-            _BUNDLES.clear()
-        found = _BUNDLES[namespaces_v] = {
-            ns: tuple(Bundle(ns, lo, up) for lo, up in bundles) for ns, bundles in namespaces_v
-        }
+        bundles = {ns: tuple(Bundle(ns, lo, up) for lo, up in ranges) for ns, ranges in namespaces_v}
+        found = _remember(_BUNDLES, namespaces_v, bundles, 10_000)
     return found
 
 
@@ -497,10 +501,7 @@ class _Restore:
                 timestamp=key[5],
                 split_service_unit_to_dest_broker=None if split is None else dict(split),
             )
-            found = (data, data.to_json().encode())
-            if len(_RESTORED) > 200_000:
-                _RESTORED.clear()
-            _RESTORED[key] = found
+            found = _remember(_RESTORED, key, (data, data.to_json().encode()), 200_000)
         return found
 
     def message(self, offset: int, message_v: Value) -> Message:
@@ -518,9 +519,7 @@ class _Restore:
             else:
                 data, raw = self.data_and_json(payload)
                 message = Message(offset, key, raw, at, producer, ledger, data)
-            if len(_MESSAGES) > 200_000:
-                _MESSAGES.clear()
-            _MESSAGES[cache_key] = message
+            _remember(_MESSAGES, cache_key, message, 200_000)
         return message
 
     def task(self, task_v: Value) -> Task:
@@ -529,9 +528,7 @@ class _Restore:
         cache_key = (task_v, self.now)
         found = _TASKS.get(cache_key)
         if found is None:
-            if len(_TASKS) > 100_000:
-                _TASKS.clear()
-            found = _TASKS[cache_key] = Task(kind, key, self.data(data_v), target)
+            found = _remember(_TASKS, cache_key, Task(kind, key, self.data(data_v), target), 100_000)
         return found
 
     def verdict(self, value: Value | None) -> Verdict | None:
@@ -648,9 +645,7 @@ def restore(value: Value, now: int, like: Cluster, picks: bool = True) -> Cluste
         stat_key = (version, owner_session, r.time(age))
         stat = _STATS.get(stat_key)
         if stat is None:
-            if len(_STATS) > 100_000:
-                _STATS.clear()
-            stat = _STATS[stat_key] = Stat(version, owner_session, 0, 0, stat_key[2])
+            stat = _remember(_STATS, stat_key, Stat(version, owner_session, 0, 0, stat_key[2]), 100_000)
         store._nodes[path] = _Node(_node_bytes(r, data_v), stat)
     store._children = {parent: set(names) for parent, names in _children(tuple(store._nodes)).items()}
     store.observers = [cluster._on_store_change]
