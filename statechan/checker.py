@@ -48,7 +48,7 @@ from statechan.cluster.actions import (
 )
 from statechan.cluster.config import VARIANTS, ChannelConfig, SimConfig, StoreKind
 from statechan.cluster.sim import ChannelState, Cluster
-from statechan.cluster.value import Value, capture, decode, restore, signature
+from statechan.cluster.value import Value, capture, decode, dispose, restore, signature
 from statechan.states import ServiceUnitState, StorageType
 
 ADMIN_KINDS = ("transfer", "split", "unload")
@@ -224,7 +224,7 @@ class Fingerprinter:
 
     def candidates(self, cluster: Cluster) -> list[Names]:
         """The renamings worth capturing."""
-        signed = sorted((signature(cluster, broker_id), broker_id) for broker_id in cluster.brokers)
+        signed = sorted(((signature(cluster, broker_id), broker_id) for broker_id in cluster.brokers), reverse=True)
         runs = [[broker_id for _, broker_id in run] for _, run in itertools.groupby(signed, key=lambda x: x[0])]
         tables: list[Names] = []
         for orders in itertools.product(*(itertools.permutations(run) for run in runs)):
@@ -406,6 +406,18 @@ time (Stateright's ``visitor``): how a test or a tool sees what was explored wit
 search."""
 
 
+_Item = tuple[Value, int, Counter[str], dict[str, Any], "Cluster | None"]
+"""A state to expand: its value, its clock, the budgets spent, the topic's held values, and the
+stepped cluster itself when the expander kept it."""
+_Queued = tuple[int, Value, int, Counter[str], dict[str, Any], "Cluster | None"]
+"""A queued state: its node id and its :data:`_Item`."""
+
+LIVE_KEPT = 4_096
+"""How many stepped clusters the expander keeps for the states waiting in the queue: each kept one
+is expanded without a restore (about a third of a state's time at the default bound); beyond
+these, states wait as values only, so the frontier's memory stays that of its values."""
+
+
 def check(
     bounds: Bounds | None = None,
     store: StoreKind = StoreKind.system_topic,
@@ -460,8 +472,8 @@ def check(
         result.nodes = nodes
     held0: dict[str, Any] = {}
     _topic_transitions(root, 0, held0)
-    queue: deque[tuple[int, Value, int, Counter[str], dict[str, Any]]] = deque(
-        [(0, root_value if root_value is not None else capture(root, cap), root.clock.now_ms(), Counter(), held0)]
+    queue: deque[_Queued] = deque(
+        [(0, root_value if root_value is not None else capture(root, cap), root.clock.now_ms(), Counter(), held0, None)]
     )
 
     def fail(node_id: int, broken: Sequence[object], step: tuple[Action, tuple[int, ...]] | None = None) -> None:
@@ -476,7 +488,7 @@ def check(
     pool = _Pool(workers, bounds, store, variant, symmetry, ids, keep_graph) if workers > 1 else None
     try:
 
-        def expanded() -> Iterator[tuple[tuple[int, Value, int, Counter[str], dict[str, Any]], _Expansion]]:
+        def expanded() -> Iterator[tuple[_Queued, _Expansion]]:
             """Each queued state with its successors, in the order the states were queued."""
             while queue:
                 if pool is None:
@@ -485,11 +497,9 @@ def check(
                     depth = nodes[item[0]].depth
                     yield item, expander.expand(item[1:], depth, ids_of.__contains__, visitor, fresh)
                     continue
-                inflight: deque[tuple[int, Value, int, Counter[str], dict[str, Any]]] = deque()
+                inflight: deque[_Queued] = deque()
 
-                def jobs(
-                    inflight: deque[tuple[int, Value, int, Counter[str], dict[str, Any]]] = inflight,
-                ) -> Iterator[tuple[tuple[Value, int, Counter[str], dict[str, Any]], int]]:
+                def jobs(inflight: deque[_Queued] = inflight) -> Iterator[tuple[_Item, int]]:
                     # popped as the pool takes them: the workers stay busy while the merge goes on
                     while queue:
                         job = queue.popleft()
@@ -528,7 +538,7 @@ def check(
                         fail(known, step.broken)
                         return _finish(result, nodes, started)
                     assert step.value is not None
-                    queue.append((known, step.value, step.now, step.spent, step.held))
+                    queue.append((known, step.value, step.now, step.spent, step.held, step.live))
                     continue
                 node.successors.append((known, step.action, step.picks))
                 if step.answered and step.broken:
@@ -588,6 +598,9 @@ class _Step:
     held: dict[str, Any] = field(default_factory=dict)
     settled: bool = False
     label: str = ""
+    live: Cluster | None = None
+    """The stepped cluster itself, kept for expanding the state later (no restore then), while
+    the expander keeps few enough of them."""
 
 
 @dataclass
@@ -620,6 +633,8 @@ class _Expander:
         self.keep_graph = keep_graph
         self.values = values
         """Every key's canonical value, when fingerprints are verified."""
+        self.kept = 0
+        """Stepped clusters handed out with their states (``_Step.live``) and not yet expanded."""
 
     def key_of(self, cluster: Cluster, spent: Counter[str]) -> tuple[bytes, Value | None]:
         """The state's key (its fingerprint and the budgets left), and its own value if captured."""
@@ -631,7 +646,7 @@ class _Expander:
 
     def expand(
         self,
-        item: tuple[Value, int, Counter[str], dict[str, Any]],
+        item: _Item,
         depth: int,
         known: Callable[[bytes], bool],
         visitor: Visitor | None,
@@ -643,13 +658,16 @@ class _Expander:
         that breaks an invariant (with several workers it cannot know, and takes every step)."""
         from statechan.invariants.catalogue import check as check_invariants
 
-        frozen, at, spent, held = item
+        frozen, at, spent, held, live = item
         bounds, budget = self.bounds, self.budget
+        if live is not None:
+            self.kept -= 1
         if bounds.depth is not None and depth >= bounds.depth:
             return _Expansion([], beyond=True)
-        cluster = restore(frozen, at, self.root)
+        cluster = live if live is not None else restore(frozen, at, self.root)
         expansion = _Expansion([])
         topic_start = cluster.topic.end
+        on_topic = cluster.storage is StorageType.SystemTopic
         truth_before = _truth(cluster)
         taken: list[tuple[Action, str | None]] = []
         for action in cluster.enabled_actions():
@@ -686,7 +704,7 @@ class _Expander:
                 child.trace.clear()
                 child.history.clear()
                 child_held = held
-                if cluster.storage is StorageType.SystemTopic:
+                if on_topic:
                     child_held = dict(held)
                     step.pairs = _topic_transitions(child, topic_start, child_held)
                 else:
@@ -709,10 +727,17 @@ class _Expander:
                     child.answers.clear()
                     step.value = own if own is not None else capture(child, self.fingerprint.cap)
                     step.now, step.spent, step.held = child.clock.now_ms(), child_spent, child_held
+                    if exact and self.kept < LIVE_KEPT:
+                        # nothing steps this cluster again before it is expanded (each successor
+                        # has its own): keep it, and expanding the state needs no restore
+                        step.live = child
+                        self.kept += 1
                 elif step.answered:
                     # the answers a step gave are its own (not the state's): checked on every
                     # step that gives some, also one that leads back to a known state
                     step.broken = check_invariants(child.observe(), self.ids)
+                if step.live is None:
+                    dispose(child)
                 expansion.steps.append(step)
                 if exact and step.broken:
                     return expansion
@@ -752,7 +777,7 @@ were queued, it is new to the worker that meets it (a worker takes its states in
 worker need not capture or check a state it produced before: the search knows it by then."""
 
 
-def _expand_in_worker(job: tuple[tuple[Value, int, Counter[str], dict[str, Any]], int]) -> _Expansion:
+def _expand_in_worker(job: tuple[_Item, int]) -> _Expansion:
     item, depth = job
     return _WORKER[0].expand(item, depth, _PRODUCED.__contains__, None, _PRODUCED, exact=False)
 

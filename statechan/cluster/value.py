@@ -895,3 +895,23 @@ def _syncer_of(
 
 
 Listener = Callable[..., None]
+
+
+def dispose(cluster: Cluster) -> None:
+    """Break the reference cycles of a cluster nothing will step again (brokers and views point back
+    at it through listeners), so reference counting frees it at once: a search discards a cluster
+    per known successor, and leaving them to the cycle collector costs a tenth of its time."""
+    for broker in cluster.brokers.values():
+        broker.view.__dict__.clear()
+        broker.client.__dict__.clear()
+        broker.__dict__.clear()
+    if cluster.syncer is not None:
+        cluster.syncer.topic_view.__dict__.clear()
+        cluster.syncer.store_view.__dict__.clear()
+        cluster.syncer.__dict__.clear()
+    for client in cluster.store._clients:
+        client.__dict__.clear()
+    cluster.store.__dict__.clear()
+    cluster.topic.__dict__.clear()
+    cluster.rng.__dict__.clear()
+    cluster.__dict__.clear()
