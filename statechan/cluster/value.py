@@ -909,9 +909,11 @@ def dispose(cluster: Cluster) -> None:
         cluster.syncer.topic_view.__dict__.clear()
         cluster.syncer.store_view.__dict__.clear()
         cluster.syncer.__dict__.clear()
-    for client in cluster.store._clients:
-        client.__dict__.clear()
-    cluster.store.__dict__.clear()
+    store = cluster.store
+    if isinstance(store, MetadataStore):
+        for client in store._clients:
+            client.__dict__.clear()
+    store.__dict__.clear()
     cluster.topic.__dict__.clear()
     cluster.rng.__dict__.clear()
     cluster.__dict__.clear()
