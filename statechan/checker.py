@@ -48,7 +48,7 @@ from statechan.cluster.actions import (
 )
 from statechan.cluster.config import VARIANTS, ChannelConfig, SimConfig, StoreKind
 from statechan.cluster.sim import ChannelState, Cluster
-from statechan.cluster.value import Value, capture, decode, dispose, restore, signature
+from statechan.cluster.value import Value, capture, decode, dispose, quick_signature, restore, signature
 from statechan.states import ServiceUnitState, StorageType
 
 ADMIN_KINDS = ("transfer", "split", "unload")
@@ -223,9 +223,20 @@ class Fingerprinter:
         return hash(value).to_bytes(8, "little", signed=True)
 
     def candidates(self, cluster: Cluster) -> list[Names]:
-        """The renamings worth capturing."""
-        signed = sorted(((signature(cluster, broker_id), broker_id) for broker_id in cluster.brokers), reverse=True)
-        runs = [[broker_id for _, broker_id in run] for _, run in itertools.groupby(signed, key=lambda x: x[0])]
+        """The renamings worth capturing: those that number the brokers in descending signature
+        order (descending, as the first broker is usually the leader: the identity then is the
+        one renaming, and the capture of the state is its canonical value). A cheap part of the
+        signature orders most brokers; only brokers it ties get the full signature."""
+        quick = {broker_id: quick_signature(broker) for broker_id, broker in cluster.brokers.items()}
+        runs: list[list[str]] = []
+        for _, tied in itertools.groupby(sorted(quick, key=quick.__getitem__, reverse=True), key=quick.__getitem__):
+            group = list(tied)
+            if len(group) == 1:
+                runs.append(group)
+                continue
+            full = {broker_id: signature(cluster, broker_id) for broker_id in group}
+            ordered = sorted(group, key=full.__getitem__, reverse=True)
+            runs.extend(list(run) for _, run in itertools.groupby(ordered, key=full.__getitem__))
         tables: list[Names] = []
         for orders in itertools.product(*(itertools.permutations(run) for run in runs)):
             sequence = [broker_id for order in orders for broker_id in order]
@@ -636,10 +647,11 @@ class _Expander:
         self.kept = 0
         """Stepped clusters handed out with their states (``_Step.live``) and not yet expanded."""
 
-    def key_of(self, cluster: Cluster, spent: Counter[str]) -> tuple[bytes, Value | None]:
-        """The state's key (its fingerprint and the budgets left), and its own value if captured."""
+    def key_of(self, cluster: Cluster, spent: Counter[str], left: bytes | None = None) -> tuple[bytes, Value | None]:
+        """The state's key (its fingerprint and the budgets left: ``left``, when known), and its own
+        value if captured."""
         value, own = self.fingerprint.canonical(cluster)
-        key = self.fingerprint.digest(value) + budget_left(self.budget, spent)
+        key = self.fingerprint.digest(value) + (left if left is not None else budget_left(self.budget, spent))
         if self.values is not None and self.values.setdefault(key, value) != value:
             raise FingerprintCollision(f"two different states share the fingerprint {key.hex()}")
         return key, own
@@ -670,6 +682,7 @@ class _Expander:
         on_topic = cluster.storage is StorageType.SystemTopic
         truth_before = _truth(cluster)
         taken: list[tuple[Action, str | None]] = []
+        suffixes: dict[str | None, bytes] = {}
         for action in cluster.enabled_actions():
             kind = budget_kind(action, bounds)
             if kind == "off" or (kind is not None and spent[kind] >= budget[kind]):
@@ -712,10 +725,16 @@ class _Expander:
                 if reader is not None:
                     # what the delivering broker's view took: after a compaction, edges no writer takes
                     step.pairs += _view_transitions(seen_before, child.brokers[reader].view.data())
-                child_spent = spent.copy()
+                # a step that spends no budget shares its parent's record of what was spent (never
+                # changed in place); the key's suffix is worked out once per kind a state spends
+                child_spent = spent
                 if kind is not None:
+                    child_spent = spent.copy()
                     child_spent[kind] += 1
-                step.key, own = self.key_of(child, child_spent)
+                left = suffixes.get(kind)
+                if left is None:
+                    left = suffixes[kind] = budget_left(budget, child_spent)
+                step.key, own = self.key_of(child, child_spent, left)
                 step.answered = bool(child.answers)
                 if not known(step.key) and step.key not in fresh:
                     fresh.add(step.key)
