@@ -4,7 +4,9 @@ Each rule is one kind of simulator action (a lookup, an admin operation, deliver
 entry to one broker, compaction, a crash, a restart with the same id, a session loss, a leader
 change, a syncer step); its argument picks one of the enabled actions of that kind, so shrinking
 moves toward the first broker and the first bundle. After every step the catalogue's cluster
-invariants are checked; the teardown heals the cluster (sessions back, a broker running), lets
+invariants are checked on the cluster's observation, and its step invariants on that observation
+and the one before (TLA+'s ``[][A]_v``: version monotonic, one value per version, no resurrection,
+a split partitions its parent); the teardown heals the cluster (sessions back, a broker running), lets
 every delivery happen and the timers fire for the liveness bounds, checking at each step, and
 checks the history invariants on the whole trace.
 
@@ -22,7 +24,7 @@ from typing import ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from statechan.cluster import Cluster, SimConfig, StoreKind
+from statechan.cluster import Cluster, Observation, SimConfig, StoreKind
 from statechan.cluster.actions import (
     Action,
     Compact,
@@ -44,10 +46,12 @@ from statechan.cluster.actions import (
     Unload,
 )
 from statechan.cluster.runfile import save_run
+from statechan.cluster.runner import ObservationCheck
 from statechan.cluster.timeline import build_timeline, format_timeline
 from statechan.invariants.catalogue import (
     Violation,
     check,
+    check_step,
     check_trace,
     cleanup_bound_ms,
     simulation_ids,
@@ -86,8 +90,15 @@ def history_violations_of(cluster: Cluster) -> list[Violation]:
     return check_trace(cluster.trace, cluster.storage, cluster.model.name, simulation_ids(), settings)
 
 
-def _timeline_check(cluster: Cluster) -> list[str]:
-    return [str(v) for v in violations_of(cluster)]
+def step_violations_of(before: Observation, after: Observation) -> list[Violation]:
+    """The catalogue's default step invariants from one observation of a run to the next."""
+    return check_step(before, after)
+
+
+def timeline_check() -> ObservationCheck:
+    """A check for one timeline replay: the cluster invariants at each step, and the step
+    invariants from each step's observation to the next."""
+    return ObservationCheck(check, check_step)
 
 
 class ChannelMachine(RuleBasedStateMachine):
@@ -105,6 +116,8 @@ class ChannelMachine(RuleBasedStateMachine):
         self._enabled_step = -1
         self._enabled: list[Action] = []
         self._histories_checked_at = -1
+        self._last: Observation = self.cluster.observe()
+        """The observation the last check saw: the step invariants compare the next with it."""
 
     # -- choosing among enabled actions ------------------------------------------------------------
     def enabled(self, kind: type[Action]) -> list[Action]:
@@ -214,7 +227,13 @@ class ChannelMachine(RuleBasedStateMachine):
     # -- checking ----------------------------------------------------------------------------------------
     @invariant()
     def catalogue_holds(self) -> None:
-        found = violations_of(self.cluster)
+        self._check_now()
+
+    def _check_now(self) -> None:
+        """The cluster invariants on the observation now, the step invariants from the last one."""
+        now = self.cluster.observe()
+        found = check(now) + step_violations_of(self._last, now)
+        self._last = now
         if found:
             self.fail(found)
 
@@ -254,15 +273,13 @@ class ChannelMachine(RuleBasedStateMachine):
 
     def _settle_step(self, action: Action) -> None:
         self.cluster.step(action)
-        found = violations_of(self.cluster)
-        if found:
-            self.fail(found)
+        self._check_now()
 
     def fail(self, found: list[Violation]) -> None:
         """Stop the run with its timeline (replayed, each step's writes and breaks) and save it."""
         cluster = self.cluster
         ids = sorted({v.invariant for v in found})
-        steps = build_timeline(cluster.config, cluster.history, check=_timeline_check)
+        steps = build_timeline(cluster.config, cluster.history, check=timeline_check())
         if steps and not steps[-1].violations:
             steps[-1].violations = [str(v) for v in found]
         title = (

@@ -5,7 +5,7 @@ catalogue can import it without the simulator."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from statechan.values import ServiceUnitStateData
@@ -32,7 +32,8 @@ class LookupAnswer:
 
 @dataclass(frozen=True)
 class Observation:
-    """A cluster as the invariants see it at one step."""
+    """A cluster as the invariants see it at one step: values only, none of which changes after
+    (its views are copies), so an engine can keep it and compare the next one with it."""
 
     time: int
     step: int
@@ -58,3 +59,16 @@ class Observation:
     """Brokers whose graceful shutdown completed (and that have not started again)."""
     failed_splits: frozenset[str] = frozenset()
     """Parents whose split gave up after its retries (left Splitting for the leader, as in Pulsar)."""
+    channel: Mapping[str, ServiceUnitStateData] = field(default_factory=dict)
+    """The channel's settled value per key (a key it holds nothing for is absent): on the system
+    topic what a reader of the whole log holds, on the metadata store the node. The truth the
+    views follow, and what the step invariants compare from one observation to the next."""
+    born: Mapping[str, int] = field(default_factory=dict)
+    """Per key in ``channel``, where its current lifetime began (the offset of the first record
+    after nothing on the topic, the node's creation zxid on the store): a history variable, so
+    two observations tell whether the key was deleted between them."""
+    deleted: frozenset[str] = frozenset()
+    """Keys with a Deleted settled in their current lifetime (a history variable: on the topic,
+    from the log; on the store, the node holds Deleted, its only way out being its removal)."""
+    incarnations: Mapping[str, int] = field(default_factory=dict)
+    """Each running broker's incarnation: a view restarted between two observations starts afresh."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import heapq
 import random
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -30,6 +30,7 @@ from statechan.cluster.actions import (
 )
 from statechan.cluster.config import SimConfig
 from statechan.cluster.sim import ChannelState, Cluster
+from statechan.observation import Observation
 from statechan.states import ServiceUnitState
 from statechan.stores.metadata import Store
 
@@ -103,6 +104,38 @@ class RunSummary:
 StepCheck = Callable[[Cluster], list[str]]
 
 
+class ObservationCheck:
+    """A :data:`StepCheck` over a run's observations in order: each on its own (``state``: the
+    catalogue's cluster invariants) and each with the one before it (``step``: its step
+    invariants). It keeps the last observation of the cluster it last looked at (one check per
+    run), so the step invariants compare consecutive checked observations: every step's, unless
+    the run checks only every n-th step (then they are sound, but miss what was done and undone
+    in between). The runner takes no catalogue (it sits below it): the caller hands the functions,
+    e.g. ``ObservationCheck(catalogue.check, catalogue.check_step)``."""
+
+    def __init__(
+        self,
+        state: Callable[[Observation], Sequence[object]],
+        step: Callable[[Observation, Observation], Sequence[object]] | None = None,
+    ) -> None:
+        self.state, self.step = state, step
+        self._cluster: Cluster | None = None
+        self._last: Observation | None = None
+
+    def start(self, cluster: Cluster) -> None:
+        """Take ``cluster``'s observation now as the one the next check's step starts from."""
+        self._cluster, self._last = cluster, cluster.observe()
+
+    def __call__(self, cluster: Cluster) -> list[str]:
+        now = cluster.observe()
+        found = [str(v) for v in self.state(now)]
+        last = self._last if self._cluster is cluster else None
+        if self.step is not None and last is not None:
+            found += [str(v) for v in self.step(last, now)]
+        self._cluster, self._last = cluster, now
+        return found
+
+
 class Simulation:
     """Drives a :class:`Cluster` with a :class:`Workload`; every choice comes from one seeded RNG."""
 
@@ -129,8 +162,11 @@ class Simulation:
             self._at(start + int(self.rng.expovariate(per_hour / HOUR)), kind)
 
     def run(self, duration_ms: int, check: StepCheck | None = None, check_every: int = 1) -> RunSummary:
-        """Run the workload for ``duration_ms``, then ``settle_ms`` without faults."""
+        """Run the workload for ``duration_ms``, then ``settle_ms`` without faults; ``check`` after
+        every ``check_every``-th step (an :class:`ObservationCheck` starts from the state before the first)."""
         cluster, w = self.cluster, self.workload
+        if isinstance(check, ObservationCheck):
+            check.start(cluster)
         start = cluster.clock.now_ms()
         end = start + duration_ms
         violations: list[str] = []

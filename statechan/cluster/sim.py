@@ -15,7 +15,7 @@ import heapq
 import json
 import random
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
@@ -50,7 +50,7 @@ from statechan.cluster.config import (
 )
 from statechan.cluster.placement import BrokerLoad, make_placement
 from statechan.keys import Bundle, namespace_bundles, parse_key
-from statechan.model import load_model
+from statechan.model import StorageRules, load_model
 from statechan.observation import LookupAnswer, Observation
 from statechan.resolver import Verdict
 from statechan.states import ServiceUnitState, StorageType
@@ -750,6 +750,80 @@ class _Picks(random.Random):
         return seq[pick]
 
 
+@dataclass(frozen=True)
+class _Settled:
+    """What :meth:`Cluster.observe` reports of the channel itself, and where it was worked out
+    (the topic and its end, or the store and its zxid)."""
+
+    values: Mapping[str, ServiceUnitStateData]
+    born: Mapping[str, int]
+    deleted: frozenset[str]
+    source: object
+    position: int
+
+
+def _settled_log(topic: Topic, rules: StorageRules, start: _Settled | None) -> _Settled:
+    """A reader's fold of the whole log (from where ``start`` stopped): what it holds per key,
+    the offset each lifetime began at, and the keys with a Deleted since their last tombstone."""
+    from statechan.resolver import offer
+
+    values = dict(start.values) if start is not None else {}
+    born = dict(start.born) if start is not None else {}
+    deleted = set(start.deleted) if start is not None else set()
+    for offset in range(start.position if start is not None else 0, topic.end):
+        message = topic.message(offset)
+        try:
+            value = message.value()
+        except ValueError:
+            continue  # a malformed message: every reader skips it
+        key = message.key
+        held = values.get(key)
+        after, verdict = offer(rules, held, value)
+        if not verdict.accepted:
+            continue
+        if after is None:
+            values.pop(key, None)
+            born.pop(key, None)
+            deleted.discard(key)
+            continue
+        values[key] = after
+        if held is None:
+            born[key] = offset
+        if after.state is S.Deleted:
+            deleted.add(key)
+    return _Settled(values, born, frozenset(deleted), topic, topic.end)
+
+
+_NODE_VALUES: dict[bytes, ServiceUnitStateData | None] = {}
+"""Channel nodes' values by their bytes: each distinct node decoded once (bounded)."""
+
+
+def _settled_nodes(store: Store) -> _Settled:
+    """The store's channel nodes: their values, creation zxids, and the keys holding Deleted."""
+    values: dict[str, ServiceUnitStateData] = {}
+    born: dict[str, int] = {}
+    prefix = PATH_PREFIX + "/"
+    for path in store.paths():
+        if not path.startswith(prefix) or (key := key_of(path)) is None or (node := store.get(path)) is None:
+            continue
+        data, stat = node
+        if data in _NODE_VALUES:
+            value = _NODE_VALUES[data]
+        else:
+            try:
+                value = ServiceUnitStateData.model_validate_json(data) if data[:1] == b"{" else None
+            except ValueError:
+                value = None
+            if len(_NODE_VALUES) >= 100_000:
+                _NODE_VALUES.clear()
+            _NODE_VALUES[data] = value
+        if value is not None:
+            values[key] = value
+            born[key] = stat.created_zxid
+    deleted = frozenset(key for key, value in values.items() if value.state is S.Deleted)
+    return _Settled(values, born, deleted, store, store.zxid)
+
+
 class Cluster:
     """A whole cluster: brokers, one channel store (or both with the syncer), a clock, timers."""
 
@@ -1230,12 +1304,14 @@ class Cluster:
 
     # -- observation ---------------------------------------------------------------------------------
     def observe(self) -> Observation:
-        """What invariants may look at now (a snapshot; the cluster keeps running)."""
+        """What invariants may look at now: a snapshot the cluster's later steps leave as it is
+        (views copied), so the step invariants can compare it with the next one."""
         running = {b.id: b for b in self.brokers.values() if b.alive}
+        settled = self._settled_channel()
         return Observation(
             time=self.clock.now_ms(),
             step=len(self.history),
-            views={i: b.view.data() for i, b in running.items()},
+            views={i: b.view.snapshot() for i, b in running.items()},
             serving={i: b.serving() for i, b in running.items()},
             started={i for i, b in running.items() if b.channel is ChannelState.Started},
             connected={i for i, b in running.items() if b.client.connected},
@@ -1252,7 +1328,31 @@ class Cluster:
             timers_overdue=(timer := self.next_timer()) is not None and timer.due < self.clock.now_ms(),
             failed_splits=frozenset(self.failed_splits),
             departed=frozenset(self.departed),
+            channel=settled.values,
+            born=settled.born,
+            deleted=settled.deleted,
+            incarnations={i: b.incarnation for i, b in running.items()},
         )
+
+    def _settled_channel(self) -> _Settled:
+        """The channel's settled values, where each key's lifetime began, and the keys Deleted in
+        it (the observation's ``channel``, ``born``, ``deleted``). Worked out again only past what
+        the last call saw: the topic's log only grows, so its fold goes on from there; the store's
+        nodes are read again when its zxid moved. A restored cluster starts without it."""
+        last: _Settled | None = self.__dict__.get("_settled")
+        if self.storage is StorageType.MetadataStore:
+            store = self.store
+            if last is not None and last.source is store and last.position == store.zxid:
+                return last
+            settled = _settled_nodes(store)
+        else:
+            topic = self.topic
+            if last is not None and last.source is topic and last.position == topic.end:
+                return last
+            start = last if last is not None and last.source is topic else None
+            settled = _settled_log(topic, self.model.rules(StorageType.SystemTopic), start)
+        self.__dict__["_settled"] = settled
+        return settled
 
     def views(self) -> dict[str, dict[str, ServiceUnitStateData]]:
         """Each running broker's view."""

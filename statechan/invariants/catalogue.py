@@ -141,6 +141,8 @@ class HistoryStream:
 
 ClusterCheck = Callable[[Observation], list[Violation]]
 HistoryCheck = type[HistoryFold]
+ActionCheck = Callable[[Observation, Observation], list[Violation]]
+"""A step invariant: a predicate over two consecutive observations (TLA+'s action ``[][A]_v``)."""
 
 
 @dataclass(frozen=True)
@@ -148,9 +150,10 @@ class Invariant:
     id: str
     statement: str
     guards: tuple[str, ...]
-    when: Literal["always", "quiescent", "history", "records"]
+    when: Literal["always", "quiescent", "history", "records", "step"]
     """``always``/``quiescent``: a cluster invariant checked then; ``history``: over a bundle's
-    history; ``records``: only a record form (over a namespace's replayed records)."""
+    history; ``records``: only a record form (over a namespace's replayed records); ``step``: only
+    a step form."""
     cluster_check: ClusterCheck | None = None
     history_check: HistoryCheck | None = None
     """The history form: a fold over one bundle's records (:class:`HistoryFold`)."""
@@ -165,6 +168,12 @@ class Invariant:
     """The states the record form can fire on (None: any); see :data:`statechan.invariants.replay.Looks`."""
     fires_after: FiresAfter = None
     """A dwell form fires only on dwells longer than this; see :data:`statechan.invariants.replay.FiresAfter`."""
+    action_check: ActionCheck | None = None
+    """The step form: over an observation and the next (:func:`check_step`)."""
+    step_statement: str | None = None
+    """The step form's definition (what every engine that produces observations decides)."""
+    step_differs: str | None = None
+    """Where the step form decides another statement than the history or record form, and why."""
 
     @property
     def has_record_form(self) -> bool:
@@ -175,6 +184,8 @@ class Invariant:
         forms = []
         if self.cluster_check is not None:
             forms.append("cluster")
+        if self.action_check is not None:
+            forms.append("step")
         if self.history_check is not None:
             forms.append("history")
         if self.has_record_form:
@@ -214,6 +225,30 @@ def history_invariant(
 
     def register(check: HistoryCheck) -> HistoryCheck:
         _register(Invariant(id, statement, tuple(guards), "history", history_check=check, default=default))
+        return check
+
+    return register
+
+
+def step_invariant(
+    id: str,
+    statement: str,
+    guards: Iterable[str] = (),
+    default: bool = True,
+    differs: str | None = None,
+) -> Callable[[ActionCheck], ActionCheck]:
+    """Declare an invariant over two consecutive observations, or the step form of a declared
+    history or record one (``differs``: where the two forms decide different statements, and why)."""
+
+    def register(check: ActionCheck) -> ActionCheck:
+        forms = {"action_check": check, "step_statement": statement, "step_differs": differs}
+        existing = CATALOGUE.get(id)
+        if existing is None:
+            _register(Invariant(id, statement, tuple(guards), "step", default=default, **forms))  # type: ignore[arg-type]
+        elif existing.action_check is not None:
+            raise ValueError(f"invariant {id!r} has a step form already")
+        else:
+            CATALOGUE[id] = dataclasses.replace(existing, **forms)  # type: ignore[arg-type]
         return check
 
     return register
@@ -523,7 +558,9 @@ def syncer_equivalence(obs: Observation) -> list[Violation]:
     ["#20110", "#24186"],
 )
 class VersionMonotonic(HistoryFold):
-    """One held value per stream: the channel's settled sequence and each observer's accepted one."""
+    """The auditor's streaming form of ``version-monotonic``, over a recorded trace (a simulated
+    run's too): one held value per stream, the channel's settled sequence and each observer's
+    accepted one. Engines that produce observations decide :func:`version_monotonic_step`."""
 
     def __init__(self, key: str, storage: StorageType, rules: StorageRules, found: Callable[[Violation], None]):
         super().__init__(key, storage, rules, found)
@@ -556,9 +593,11 @@ class VersionMonotonic(HistoryFold):
     ["#24186", "#24185"],
 )
 class OneValuePerVersion(HistoryFold):
-    """The values of the current lifetime by version, every distinct value the channel settled
-    on, and per observer the distinct values its view took that the channel has not settled on
-    (yet: the first left at the end is reported)."""
+    """The auditor's streaming form of ``one-value-per-version`` (engines that produce
+    observations decide :func:`one_value_per_version_step`, its per-step part). It holds the
+    values of the current lifetime by version, every distinct value the channel settled on, and
+    per observer the distinct values its view took that the channel has not settled on (yet: the
+    first left at the end is reported)."""
 
     def __init__(self, key: str, storage: StorageType, rules: StorageRules, found: Callable[[Violation], None]):
         super().__init__(key, storage, rules, found)
@@ -658,6 +697,8 @@ def single_owner_records(step: Step, ns: Namespace) -> list[Violation]:
     guards=["#19546", "#19490"],
 )
 def no_resurrection(step: Step, ns: Namespace) -> list[Violation]:
+    """The auditor's form of ``no-resurrection``, over replayed records; engines that produce
+    observations decide :func:`no_resurrection_step`."""
     deleted_at = ns.deleted_at.get(step.key)
     if deleted_at is None or not _becomes_active(step, ns):
         return []
@@ -680,6 +721,8 @@ def no_resurrection(step: Step, ns: Namespace) -> list[Violation]:
     guards=["#19988", "#22743"],
 )
 def split_partitions_parent(step: Step, ns: Namespace) -> list[Violation]:
+    """The auditor's form of ``split-partitions-parent``, over replayed records; engines that
+    produce observations decide :func:`split_partitions_parent_step`."""
     value, prev = step.value, step.prev
     if value is None or value.state is not S.Deleted or prev is None or prev.value.state is not S.Splitting:
         return []
@@ -901,6 +944,183 @@ class CompactionKeepsDeletions(_CompactionDivergence):
     across_deletions = True
 
 
+# -- step invariants (over two consecutive observations) -------------------------------------------
+class _Changes:
+    """What changed from one observation to the next, worked out once for every step invariant:
+    the channel's keys whose settled value changed, and each view's keys whose value changed
+    (a broker running in both, in the same incarnation, holding a value before and after)."""
+
+    def __init__(self, before: Observation, after: Observation) -> None:
+        self.before, self.after = before, after
+        self.channel: list[tuple[str, ServiceUnitStateData | None, ServiceUnitStateData | None]] = []
+        old_channel, new_channel = before.channel, after.channel
+        if old_channel is not new_channel:
+            for key, new in new_channel.items():
+                old = old_channel.get(key)
+                if old is not new:
+                    self.channel.append((key, old, new))
+            self.channel.extend((key, old, None) for key, old in old_channel.items() if key not in new_channel)
+        self.views: list[tuple[str, str, ServiceUnitStateData, ServiceUnitStateData]] = []
+        for broker, view in after.views.items():
+            old_view = before.views.get(broker)
+            if old_view is None or old_view is view:
+                continue
+            if before.incarnations.get(broker) != after.incarnations.get(broker):
+                continue  # restarted in between: its view began afresh
+            for key, new in view.items():
+                old = old_view.get(key)
+                if old is not None and old is not new:
+                    self.views.append((broker, key, old, new))
+
+    def same_lifetime(self, key: str) -> bool:
+        """The key was not deleted and written again between the two observations (as far as the
+        channel's ``born`` tells: a later start of its lifetime)."""
+        was, now = self.before.born.get(key), self.after.born.get(key)
+        return was is None or now is None or now <= was
+
+    def lands_on_channel(self, key: str, value: ServiceUnitStateData) -> bool:
+        """A view's new value is the channel's settled one: a reader that caught up, possibly
+        across a deletion (a store view reads the node as it is, a topic view reads to the end)."""
+        settled = self.after.channel.get(key)
+        return settled is value or (settled is not None and settled == value)
+
+
+_LAST_CHANGES: list[_Changes] = []
+"""The last pair's changes: the step invariants of one :func:`check_step` share them."""
+
+
+def _changes(before: Observation, after: Observation) -> _Changes:
+    if _LAST_CHANGES and _LAST_CHANGES[0].before is before and _LAST_CHANGES[0].after is after:
+        return _LAST_CHANGES[0]
+    changes = _Changes(before, after)
+    _LAST_CHANGES[:] = [changes]
+    return changes
+
+
+@step_invariant(
+    "version-monotonic",
+    "From one observation to the next, the channel's settled value for a key never takes a lower "
+    "version within one lifetime (unless the key was deleted and written again in between), and no "
+    "running broker's view (the same incarnation) moves a key it held to a lower version, unless it "
+    "lands on the channel's settled value (a reader that crossed a deletion).",
+    differs="The history form sees every record a view takes and counts a deletion only when the view "
+    "itself took the tombstone; the step form sees where each step leaves a view and counts a deletion by "
+    "the channel. So a metadata-store view that reads a node deleted and created again since its last "
+    "notification, and jumps to the new lifetime's lower version, is reported by the history form only; "
+    "and so is a lower version a view takes and leaves again within one step (a catch-up that reads "
+    "several records; on the simulator one delivery is one record).",
+)
+def version_monotonic_step(before: Observation, after: Observation) -> list[Violation]:
+    changes = _changes(before, after)
+    found = []
+    for key, old, new in changes.channel:
+        if old is not None and new is not None and new.version_id < old.version_id and changes.same_lifetime(key):
+            detail = f"the channel went from {_brief(old)} to {_brief(new)}"
+            found.append(Violation("version-monotonic", detail, key))
+    for broker, key, old, new in changes.views:
+        if new.version_id < old.version_id and not changes.lands_on_channel(key, new):
+            settled = _brief(after.channel.get(key))
+            detail = f"{broker} went from {_brief(old)} to {_brief(new)} (the channel holds {settled})"
+            found.append(Violation("version-monotonic", detail, key))
+    return found
+
+
+@step_invariant(
+    "one-value-per-version",
+    "From one observation to the next, the channel's settled value for a key never changes to a "
+    "different value of the same version within one lifetime, and no running broker's view (the same "
+    "incarnation) replaces a value it held by a different one of the same version, unless it lands on "
+    "the channel's settled value.",
+    differs="The history form also requires every value a view takes to be one the channel settled on "
+    "at some time: that needs every value settled so far, a history the state does not hold, so the "
+    "step form decides the per-step part only (a view taking a value of a higher version than the "
+    "channel ever held is reported by the history form alone).",
+)
+def one_value_per_version_step(before: Observation, after: Observation) -> list[Violation]:
+    changes = _changes(before, after)
+    found = []
+    for key, old, new in changes.channel:
+        if old is None or new is None or new.version_id != old.version_id or not changes.same_lifetime(key):
+            continue
+        if old != new:
+            detail = f"the channel's version {new.version_id} went from {_brief(old)} to {_brief(new)}"
+            found.append(Violation("one-value-per-version", detail + _differing(old, new), key))
+    for broker, key, old, new in changes.views:
+        if new.version_id == old.version_id and old != new and not changes.lands_on_channel(key, new):
+            detail = f"{broker}'s version {new.version_id} went from {_brief(old)} to {_brief(new)}"
+            found.append(Violation("one-value-per-version", detail + _differing(old, new), key))
+    return found
+
+
+@step_invariant(
+    "no-resurrection",
+    "From one observation to the next, a key whose current lifetime has a Deleted settled on the "
+    "channel does not become active (Owned, Assigning, Releasing, Splitting) unless it was deleted "
+    "and written again in between.",
+    differs="The observation knows a Deleted of the key's current lifetime exactly on the system topic "
+    "(folded from the log, which the state holds); on the metadata store only while the node holds it "
+    "(the node's history is not state, and the table's one way out of Deleted is the node's removal), "
+    "so a store key taken from Deleted to Free and then to Owned by writes that bypass the resolver is "
+    "reported by the record form alone. A key that becomes active and leaves it again within one step is "
+    "seen by the record form alone.",
+)
+def no_resurrection_step(before: Observation, after: Observation) -> list[Violation]:
+    if not before.deleted:
+        return []
+    changes = _changes(before, after)
+    active = _model(after).active
+    found = []
+    for key, old, new in changes.channel:
+        if key not in before.deleted or new is None or new.state not in active or not changes.same_lifetime(key):
+            continue
+        if old is not None and old.state in active:
+            continue  # already active: reported when it became so
+        detail = f"becomes {_brief(new)} after Deleted (held {_brief(old)})"
+        found.append(Violation("no-resurrection", detail, key))
+    return found
+
+
+@step_invariant(
+    "split-partitions-parent",
+    "From one observation to the next, a key whose settled value goes from Splitting to Deleted leaves "
+    "the channel holding keys strictly inside its hash range that partition that range exactly.",
+    differs="The record form counts the children that became Owned since the parent's Splitting record "
+    "(the log's history); the step form counts the children the channel holds when the parent becomes "
+    "Deleted, whatever their state. A child Owned and then tombstoned before its parent's Deleted counts "
+    "in the first only, a child written but never Owned in the second only (Pulsar writes children "
+    "Owned at once, and a tombstone waits an hour).",
+)
+def split_partitions_parent_step(before: Observation, after: Observation) -> list[Violation]:
+    changes = _changes(before, after)
+    found = []
+    for key, old, new in changes.channel:
+        if old is None or new is None or old.state is not S.Splitting or new.state is not S.Deleted:
+            continue
+        parent = _bundle(key)
+        if parent is None:
+            continue
+        children = sorted(
+            child
+            for other in after.channel
+            if other != key
+            and (child := _bundle(other)) is not None
+            and _splitting_parent(parent, old, child)
+            and child.namespace == parent.namespace
+        )
+        edge = parent.lower
+        for child in children:
+            if child.lower != edge:
+                break
+            edge = child.upper
+        else:
+            if edge == parent.upper:
+                continue
+        ranges = ", ".join(child.range_name for child in children) or "none"
+        detail = f"Deleted after {_brief(old)}; children held: {ranges}, which do not partition {parent.range_name}"
+        found.append(Violation("split-partitions-parent", detail, key))
+    return found
+
+
 def _brief(data: ValueView | None) -> str:
     return brief(data, none="nothing")
 
@@ -919,6 +1139,22 @@ def _chosen(ids: Iterable[str] | None) -> list[Invariant]:
         return [inv for inv in CATALOGUE.values() if inv.default]
     wanted = set(ids)
     return [inv for inv in CATALOGUE.values() if inv.id in wanted]
+
+
+def check_step(before: Observation, after: Observation, ids: Iterable[str] | None = None) -> list[Violation]:
+    """Every default step invariant (or those named) on two consecutive observations of one
+    cluster (``after`` the later). Sound on any two observations of a run in order, but complete
+    only on consecutive ones: a change made and undone between them is not seen."""
+    found: list[Violation] = []
+    for inv in _chosen(ids):
+        if inv.action_check is not None:
+            found.extend(inv.action_check(before, after))
+    return found
+
+
+def step_ids(ids: Iterable[str] | None = None) -> list[str]:
+    """The ids of the step invariants :func:`check_step` would run."""
+    return [inv.id for inv in _chosen(ids) if inv.action_check is not None]
 
 
 def check(obs: Observation, ids: Iterable[str] | None = None) -> list[Violation]:
@@ -1035,6 +1271,33 @@ def histories_from_trace(
     ]
 
 
+Form = Literal["cluster", "step", "history", "records"]
+
+ENGINE_FORMS: dict[str, frozenset[Form]] = {
+    "model checker": frozenset({"cluster"}),
+    "Hypothesis bench: each step": frozenset({"cluster", "step"}),
+    "simulate, replay: each step": frozenset({"cluster"}),
+    "simulate, replay, bench: the run's trace": frozenset({"history", "records"}),
+    "auditor": frozenset({"history", "records"}),
+}
+"""Which forms each engine runs (the catalogue page's table is generated from it). The model
+checker and ``statechan simulate``/``replay`` decide the step forms once they compare each
+observation with the one before (:func:`check_step`, or :class:`statechan.cluster.runner.ObservationCheck`)."""
+
+
+def _forms(inv: Invariant) -> list[Form]:
+    found: list[Form] = []
+    if inv.cluster_check is not None:
+        found.append("cluster")
+    if inv.action_check is not None:
+        found.append("step")
+    if inv.history_check is not None:
+        found.append("history")
+    if inv.has_record_form:
+        found.append("records")
+    return found
+
+
 def catalogue_page(note: str) -> str:
     """The catalogue as a Markdown page (``docs/catalogue.md``), generated from the declarations."""
     out = [
@@ -1042,29 +1305,39 @@ def catalogue_page(note: str) -> str:
         "",
         note,
         "",
-        "Each invariant is one function in `statechan/invariants/catalogue.py` (an id may have a cluster and a "
-        "record form of the same property). The Hypothesis bench (`properties/bench.py`), the "
-        "simulation tests, `statechan simulate`, `statechan replay` and the trace auditor "
+        "Each invariant is one function in `statechan/invariants/catalogue.py` per form it has, all under "
+        "one id and one statement. The Hypothesis bench (`properties/bench.py`), the simulation tests, "
+        "`statechan simulate`, `statechan replay`, the model checker and the trace auditor "
         "(`statechan audit`) call these functions; nothing restates them.",
         "",
-        "- *cluster* invariants look at the simulated cluster at one step (`always`: after every step; "
-        "`quiescent`: once nothing is waiting to be delivered);",
+        "- *cluster* invariants look at the cluster at one step, as an observation every engine that "
+        "steps the cluster produces (`always`: after every step; `quiescent`: once nothing is waiting "
+        "to be delivered): state predicates;",
+        "- *step* invariants look at two consecutive observations, as TLA+'s actions `[][A]_v`: what may "
+        "change from one step to the next. The observation carries what they need of the channel itself "
+        "(each key's settled value, where its lifetime began, whether a Deleted was settled in it) and "
+        "each broker's incarnation; they are the definition every engine that produces observations "
+        "decides;",
         "- *history* invariants look at one bundle's records (the channel's, in log order, and what "
-        "each broker's view took);",
+        "each broker's view took), a record at a time: the auditor's streaming form;",
         "- *records* invariants look at a namespace's channel records replayed through the resolver in "
         "log order (`statechan/invariants/replay.py`): each accepted record, each state a key dwelt in, each "
         "clean-up deadline after a broker unregistered. Their definitions are the auditor's "
         "(see `traces/README.md`), and each is counted once per offending episode.",
         "",
-        "History and record invariants run on a captured trace as well as on a simulated run. "
-        "Invariants marked *hazard* are not checked unless named: the current protocol does not "
-        "hold them, for reasons documented in [findings.md](findings.md).",
+        "Where an id has a step form and a history or record form, the two decide the same statement "
+        "from what each sees, and the row says where they differ and why (*Step* and *Records* give "
+        "each form's exact definition). History and record invariants run on a captured trace as well "
+        "as on a simulated run. Invariants marked *hazard* are not checked unless named: the current "
+        "protocol does not hold them, for reasons documented in [findings.md](findings.md).",
         "",
         "| id | forms | checked | statement | guards |",
         "|---|---|---|---|---|",
     ]
     for inv in CATALOGUE.values():
         checked: list[str] = [inv.when] if inv.cluster_check is not None else []
+        if inv.action_check is not None:
+            checked.append("each step")
         if inv.history_check is not None:
             checked.append("per bundle")
         if inv.has_record_form:
@@ -1072,49 +1345,83 @@ def catalogue_page(note: str) -> str:
         if not inv.default:
             checked.append("hazard")
         statement = inv.statement
+        if inv.step_statement is not None and inv.step_statement != inv.statement:
+            statement += f" *Step:* {inv.step_statement}"
         if inv.record_statement is not None and inv.record_statement != inv.statement:
             statement += f" *Records:* {inv.record_statement}"
+        if inv.step_differs is not None:
+            statement += f" *Where the forms differ:* {inv.step_differs}"
         guards = ", ".join(inv.guards)
         out.append(f"| `{inv.id}` | {inv.kind} | {', '.join(checked)} | {statement} | {guards} |")
+    engines = list(ENGINE_FORMS)
     out += [
         "",
         "## Which engine checks which",
         "",
         "Every engine calls the functions above; what each can decide depends on what it sees. The model "
-        "checker (`statechan check`) holds states, not runs: it decides the cluster forms, on every new "
-        "state and on every step that answers a lookup. The simulator (`statechan simulate`, "
-        "`statechan replay`) and the Hypothesis bench decide the cluster forms after every step and, at the "
-        "end of a run, the history and record forms over the run's trace. The auditor (`statechan audit`) "
-        "sees only a recorded trace: the history and record forms.",
+        "checker (`statechan check`) holds states, not runs: it decides the cluster forms on every new "
+        "state and on every step that answers a lookup, and can decide the step forms on every transition "
+        "(its parent's observation and its child's). The simulator (`statechan simulate`, `statechan "
+        "replay`) and the Hypothesis bench decide the forms below after every step and, at the end of a "
+        "run, the history and record forms over the run's trace. The auditor (`statechan audit`) sees only "
+        "a recorded trace: the history and record forms. Each cell names the form an engine runs.",
         "",
-        "| id | model checker | simulator, replay, Hypothesis bench: each step | the same: the run's trace | auditor |",
-        "|---|---|---|---|---|",
+        "| id | " + " | ".join(engines) + " |",
+        "|---|" + "---|" * len(engines),
     ]
     simulated = set(simulation_ids())
     for inv in CATALOGUE.values():
-        on_trace = inv.history_check is not None or inv.has_record_form
-
-        def mark(decides: bool, runs: bool, inv: Invariant = inv) -> str:
-            if not decides:
-                return "—"
-            return "yes" if runs else ("if named (hazard)" if not inv.default else "no (see below)")
-
-        out.append(
-            f"| `{inv.id}` | {mark(inv.cluster_check is not None, inv.id in simulated)} "
-            f"| {mark(inv.cluster_check is not None, inv.id in simulated)} "
-            f"| {mark(on_trace, inv.id in simulated)} | {mark(on_trace, inv.default)} |"
-        )
+        cells = []
+        for engine, runs in ENGINE_FORMS.items():
+            forms = [form for form in _forms(inv) if form in runs]
+            if not forms:
+                cells.append("—")
+            elif not inv.default:
+                cells.append(" + ".join(forms) + " if named (hazard)")
+            elif engine.endswith("the run's trace") and inv.id not in simulated:
+                cells.append("no (see below)")
+            else:
+                cells.append(" + ".join(forms))
+        out.append(f"| `{inv.id}` | " + " | ".join(cells) + " |")
     out += [
         "",
-        "Gaps: the model checker decides no history or record form (`version-monotonic`, "
-        "`one-value-per-version`, `no-resurrection`, `split-partitions-parent`, `stuck-in-flight`, "
-        "`compaction-equivalence`, …): they read a whole run's records, and a checker state is a value "
-        "without its past. Written as step predicates over two consecutive observations (TLA+'s "
-        "`[][A]_v`), they would run there too; that is issue 22's open part. Not run on simulated "
-        "runs: " + "; ".join(f"`{key}`: {why}" for key, why in NOT_IN_SIMULATION.items()),
+        "Gaps, and why:",
+        "",
+        *(f"- `{key}`: {why}" for key, why in STEP_GAPS.items()),
+        *(
+            f"- {engine.split(':')[0]}: checks each observation alone for now, so no step form yet; it decides them by "
+            "passing the observation before as well (`check_step(before, after)`)."
+            for engine, runs in ENGINE_FORMS.items()
+            if "cluster" in runs and "step" not in runs
+        ),
+        "- Not run on simulated runs' traces: "
+        + "; ".join(f"`{key}`: {why}" for key, why in NOT_IN_SIMULATION.items()),
         "",
     ]
     return "\n".join(out)
+
+
+STEP_GAPS = {
+    "single-owner, orphan-cleaned": "a cluster form (on the brokers' views and the registry, with the "
+    "simulator's clean-up bound) and a record form (on the channel's records, with the auditor's "
+    "thresholds): one property, seen by the brokers in a cluster and by the records in a trace, where "
+    "a trace has no views.",
+    "owner-registered": "record form only. A step form would read the channel's new Assigning or Owned "
+    "and the registry of the two observations, but the simulated protocol does not hold it (see below), "
+    "so every engine that produces observations would report the same known race.",
+    "stuck-in-flight, lingering-semi-terminal": "dwell forms only, with a production cluster's timeouts "
+    "over a trace's publish times. Their counterparts on an observation are the cluster invariants "
+    "`in-flight-completes` (bounded from when a leader acts, as nothing moves without one) and the "
+    "leader's tombstoning, which `lingering-semi-terminal` would report whenever a simulated run leaves "
+    "the cluster without a leader for an hour.",
+    "compaction-equivalence, compaction-keeps-deletions": "history forms only: they quantify over every "
+    "reader position and every compaction horizon of a key's log, quadratic in the log; a state holds "
+    "the log (the model checker's too), but deciding them at every state would cost that at every state.",
+    "one-value-per-version (views)": "the history form's second part, every value a view takes being one "
+    "the channel settled on at some time, needs every value settled so far: a history the state does not "
+    "hold. The step form decides the per-step part; the trace forms decide the rest.",
+}
+"""What the step forms do not cover, and why (the catalogue page lists it)."""
 
 
 def registry_from_trace(trace: Iterable[Mapping[str, object]]) -> Registry:
