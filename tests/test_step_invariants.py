@@ -1,0 +1,338 @@
+"""The step invariants (predicates over two consecutive observations, TLA+'s ``[][A]_v``): each
+fails on a planted bad step and passes on the good ones around it; the observation a simulated
+cluster gives carries the channel's settled values and lifetimes they read; a historical bug put
+back is caught by the step form on the simulator and in the Hypothesis bench."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from properties.bench import InvariantBroken, MetadataStoreBench
+from statechan.cluster import Cluster, Observation, SimConfig, StoreKind
+from statechan.cluster.config import VARIANTS
+from statechan.cluster.runfile import load_saved_run
+from statechan.cluster.runner import ObservationCheck, Simulation, Workload
+from statechan.invariants.catalogue import (
+    CATALOGUE,
+    check,
+    check_step,
+    check_trace,
+    simulation_ids,
+    simulation_settings,
+    step_ids,
+    step_invariant,
+)
+from statechan.keys import parse_key
+from statechan.resolver import fold
+from statechan.states import ServiceUnitState, StorageType
+from statechan.stores.tableview import key_of
+from statechan.values import ServiceUnitStateData
+
+S = ServiceUnitState
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+KEY = "tenant/ns-0/0x00000000_0xffffffff"
+LEFT, RIGHT = (child.key for child in parse_key(KEY).split())
+B0, B1 = "broker-0:8080", "broker-1:8080"
+STEP_IDS = ["version-monotonic", "one-value-per-version", "no-resurrection", "split-partitions-parent"]
+
+
+def val(state: S, version: int, dst: str | None = B0, src: str | None = None, at: int = 1) -> ServiceUnitStateData:
+    return ServiceUnitStateData(state=state, dst_broker=dst, source_broker=src, version_id=version, timestamp=at)
+
+
+BASE = Observation(
+    time=0,
+    step=0,
+    views={},
+    serving={},
+    started=set(),
+    connected=set(),
+    registered=set(),
+    unregistered_at={},
+    leader=None,
+    leader_since=None,
+    acting_leaders=set(),
+    answers=(),
+    bundles=frozenset(),
+    quiescent=True,
+    config=SimConfig(),
+    syncer_differences=None,
+)
+
+
+def obs(
+    channel: dict[str, ServiceUnitStateData] | None = None,
+    born: dict[str, int] | None = None,
+    deleted: tuple[str, ...] = (),
+    views: dict[str, dict[str, ServiceUnitStateData]] | None = None,
+    incarnations: dict[str, int] | None = None,
+) -> Observation:
+    """An observation holding only what the step invariants read (lifetimes from 0 unless given)."""
+    channel = channel or {}
+    views = views or {}
+    return dataclasses.replace(
+        BASE,
+        channel=channel,
+        born=dict.fromkeys(channel, 0) if born is None else born,
+        deleted=frozenset(deleted),
+        views=dict(views),
+        incarnations=dict.fromkeys(views, 1) if incarnations is None else incarnations,
+    )
+
+
+OWNED2, OWNED3 = val(S.Owned, 2), val(S.Owned, 3)
+OTHER_OWNED3 = val(S.Owned, 3, dst=B1)
+LATER_OWNED3 = val(S.Owned, 3, at=2)
+SPLITTING, DELETED = val(S.Splitting, 4, dst=None, src=B0), val(S.Deleted, 5, dst=None, src=B0)
+
+Case = tuple[str, Observation, Observation, list[tuple[str, str]]]
+CASES: list[Case] = [
+    # version-monotonic: the channel
+    ("the channel moves on a version", obs({KEY: OWNED2}), obs({KEY: OWNED3}), []),
+    ("the channel goes back a version", obs({KEY: OWNED3}), obs({KEY: OWNED2}), [("version-monotonic", KEY)]),
+    (
+        "the channel's lower version is a new lifetime (deleted and written again in between)",
+        obs({KEY: OWNED3}, born={KEY: 0}),
+        obs({KEY: OWNED2}, born={KEY: 9}),
+        [],
+    ),
+    ("the channel takes a first value", obs(), obs({KEY: OWNED2}), []),
+    # version-monotonic: a view
+    (
+        "a view goes back a version while the channel is ahead",
+        obs({KEY: OWNED3}, views={B1: {KEY: OWNED3}}),
+        obs({KEY: OWNED3}, views={B1: {KEY: OWNED2}}),
+        [("version-monotonic", KEY)],
+    ),
+    (
+        "a view lands on the channel's lower version (it crossed a deletion)",
+        obs({KEY: OWNED2}, born={KEY: 5}, views={B1: {KEY: OWNED3}}),
+        obs({KEY: OWNED2}, born={KEY: 5}, views={B1: {KEY: OWNED2}}),
+        [],
+    ),
+    (
+        "a restarted broker's view starts afresh",
+        obs({KEY: OWNED3}, views={B1: {KEY: OWNED3}}, incarnations={B1: 1}),
+        obs({KEY: OWNED3}, views={B1: {KEY: OWNED2}}, incarnations={B1: 2}),
+        [],
+    ),
+    (
+        "a view that held nothing takes an old version",
+        obs({KEY: OWNED3}, views={B1: {}}),
+        obs({KEY: OWNED3}, views={B1: {KEY: OWNED2}}),
+        [],
+    ),
+    # one-value-per-version
+    (
+        "the channel rewrites a version with another value",
+        obs({KEY: OWNED3}),
+        obs({KEY: LATER_OWNED3}),
+        [("one-value-per-version", KEY)],
+    ),
+    ("the channel holds the same value", obs({KEY: OWNED3}), obs({KEY: val(S.Owned, 3)}), []),
+    (
+        "the channel's same version is a new lifetime",
+        obs({KEY: OWNED3}, born={KEY: 0}),
+        obs({KEY: OTHER_OWNED3}, born={KEY: 9}),
+        [],
+    ),
+    (
+        "a view swaps a version's value for one the channel does not hold",
+        obs({KEY: OWNED3}, views={B1: {KEY: OWNED3}}),
+        obs({KEY: OWNED3}, views={B1: {KEY: OTHER_OWNED3}}),
+        [("one-value-per-version", KEY)],
+    ),
+    (
+        "a view lands on the channel's value of the same version (it crossed a deletion)",
+        obs({KEY: OTHER_OWNED3}, born={KEY: 9}, views={B1: {KEY: OWNED3}}),
+        obs({KEY: OTHER_OWNED3}, born={KEY: 9}, views={B1: {KEY: OTHER_OWNED3}}),
+        [],
+    ),
+    # no-resurrection
+    (
+        "a Deleted key becomes Owned again",
+        obs({KEY: DELETED}, deleted=(KEY,)),
+        obs({KEY: val(S.Owned, 6)}),
+        [("no-resurrection", KEY)],
+    ),
+    (
+        "a key Deleted in its lifetime becomes active from Free (the history variable)",
+        obs({KEY: val(S.Free, 6, dst=None, src=B0)}, deleted=(KEY,)),
+        obs({KEY: val(S.Assigning, 7)}, deleted=(KEY,)),
+        [("no-resurrection", KEY)],
+    ),
+    (
+        "a tombstoned key's new lifetime becomes active",
+        obs({KEY: DELETED}, deleted=(KEY,), born={KEY: 0}),
+        obs({KEY: val(S.Assigning, 1)}, born={KEY: 9}),
+        [],
+    ),
+    (
+        "a Free key never Deleted becomes active beside a Deleted one",
+        obs({LEFT: val(S.Free, 2, dst=None), RIGHT: DELETED}, deleted=(RIGHT,)),
+        obs({LEFT: OWNED3, RIGHT: DELETED}, deleted=(RIGHT,)),
+        [],
+    ),
+    # split-partitions-parent
+    (
+        "a split parent Deleted with both children held",
+        obs({KEY: SPLITTING}),
+        obs({KEY: DELETED, LEFT: val(S.Owned, 1), RIGHT: val(S.Owned, 1)}),
+        [],
+    ),
+    (
+        "a split parent Deleted with one child held",
+        obs({KEY: SPLITTING}),
+        obs({KEY: DELETED, LEFT: val(S.Owned, 1)}),
+        [("split-partitions-parent", KEY)],
+    ),
+    (
+        "a split parent Deleted with no child",
+        obs({KEY: SPLITTING}),
+        obs({KEY: DELETED}),
+        [("split-partitions-parent", KEY)],
+    ),
+    (
+        "a key Deleted from Owned is no split",
+        obs({KEY: OWNED3}),
+        obs({KEY: val(S.Deleted, 4, dst=None, src=B0)}),
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "before", "after", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_a_step_invariant_holds_or_not(name: str, before: Observation, after: Observation, expected: list[Any]) -> None:
+    assert [(v.invariant, v.key) for v in check_step(before, after)] == expected
+
+
+def test_the_step_ids_and_their_registration() -> None:
+    assert step_ids() == STEP_IDS
+    assert step_ids(["version-monotonic", "single-owner"]) == ["version-monotonic"]
+    assert all(CATALOGUE[i].history_check is not None or CATALOGUE[i].has_record_form for i in STEP_IDS)
+    # one step form per id
+    with pytest.raises(ValueError, match="has a step form already"):
+        step_invariant("version-monotonic", "again")(lambda before, after: [])
+    # naming ids runs only those
+    before, after = obs({KEY: OWNED3}), obs({KEY: OWNED2})
+    assert check_step(before, after, ["no-resurrection"]) == []
+    assert [v.invariant for v in check_step(before, after, ["version-monotonic"])] == ["version-monotonic"]
+
+
+def test_the_violation_names_both_values() -> None:
+    (found,) = check_step(obs({KEY: OWNED3}, views={B1: {KEY: OWNED3}}), obs({KEY: OWNED3}, views={B1: {KEY: OWNED2}}))
+    assert found.detail == (
+        f"{B1} went from Owned dst={B0} v3 to Owned dst={B0} v2 (the channel holds Owned dst={B0} v3)"
+    )
+
+
+def settled_now(cluster: Cluster) -> dict[str, ServiceUnitStateData]:
+    """The channel's settled values worked out afresh: the store's nodes, or a fold of the whole log."""
+    if cluster.storage is StorageType.MetadataStore:
+        nodes = {key_of(path): cluster.store.get(path) for path in cluster.store.paths()}
+        return {
+            key: ServiceUnitStateData.model_validate_json(node[0])
+            for key, node in nodes.items()
+            if key is not None and node is not None
+        }
+    by_key: dict[str, list[ServiceUnitStateData | None]] = {}
+    for message in cluster.topic:
+        by_key.setdefault(message.key, []).append(message.value())
+    settled = {key: fold(values, StorageType.SystemTopic, model=cluster.model) for key, values in by_key.items()}
+    return {key: value for key, value in settled.items() if value is not None}
+
+
+@pytest.mark.parametrize("store", [StoreKind.system_topic, StoreKind.metadata_store, StoreKind.both])
+def test_the_observation_holds_the_channels_settled_values(store: StoreKind) -> None:
+    """At every step of a simulated run, ``channel`` is a full reader's fold of the topic (or the
+    store's nodes), ``born`` moves only when a key comes back after nothing, an observation's
+    views stay as they were when taken, and every step invariant holds on the current protocol."""
+    config = SimConfig(brokers=3, namespaces=1, bundles_per_namespace=2, seed=4, store=store)
+    workload = Workload(lookups_per_hour=6, unloads_per_hour=30, splits_per_hour=3, settle_ms=3 * 3_600_000)
+    simulation = Simulation(config, workload)
+    taken: list[tuple[Observation, dict[str, dict[str, ServiceUnitStateData]]]] = []
+    lifetimes: set[tuple[str, int]] = set()
+    step_broken: list[str] = []
+
+    def look(cluster: Cluster) -> list[str]:
+        now = cluster.observe()
+        if taken:
+            step_broken.extend(str(v) for v in check_step(taken[-1][0], now))
+        if len(taken) % 97 == 0:  # a sample: a full fold at every step is quadratic
+            assert dict(now.channel) == settled_now(cluster)
+        assert set(now.born) == set(now.channel)
+        holding_deleted = {key for key, value in now.channel.items() if value.state is S.Deleted}
+        if cluster.storage is StorageType.MetadataStore:
+            assert now.deleted == holding_deleted
+        else:
+            assert now.deleted >= holding_deleted
+        lifetimes.update(now.born.items())
+        taken.append((now, {b: dict(view) for b, view in now.views.items()}))
+        return []
+
+    simulation.run(4 * 3_600_000, check=look)
+    assert step_broken == []
+    assert any(now.deleted for now, _ in taken), "no split reached Deleted: the run shows nothing"
+    assert len(lifetimes) > len({key for key, _ in lifetimes}), "no key came back after a tombstone"
+    for now, views in taken[:: max(1, len(taken) // 50)]:
+        assert {b: dict(view) for b, view in now.views.items()} == views  # unchanged by the later steps
+
+
+def replayed(path: Path, variant: str) -> tuple[list[str], list[str]]:
+    """A saved run replayed on ``variant`` with an :class:`ObservationCheck` of the step forms
+    alone, as ``statechan simulate``/``replay`` run it; what it and the trace forms report."""
+    run = load_saved_run(path)
+    config = run.config.model_copy(update={"variant": VARIANTS[variant]})
+    cluster = Cluster(config, picks=run.picks)
+    stepwise = ObservationCheck(lambda now: [], check_step)
+    stepwise.start(cluster)
+    by_step: list[str] = []
+    for number, action in enumerate(run.actions, start=1):
+        try:
+            cluster.step(action)
+        except ValueError:
+            break  # a step the protocol cannot take (another variant) ends the replay
+        by_step += [f"step {number}: {found}" for found in stepwise(cluster)]
+    settings = simulation_settings(cluster.config, cluster.storage, cluster.model.name)
+    on_trace = check_trace(cluster.trace, cluster.storage, cluster.model.name, simulation_ids(), settings)
+    return by_step, [str(v) for v in on_trace]
+
+
+def test_the_step_form_catches_24186_on_the_simulator_at_the_step_it_happens() -> None:
+    """#24186 put back (a lost compare-and-set retried without the resolver): the retry writes a
+    second value at version 2. The history form finds it in the trace at the end; the step form
+    at the step that writes it, and nothing on the current protocol."""
+    path = DOCS / "counterexamples" / "24186.json"
+    by_step, on_trace = replayed(path, "24186")
+    assert by_step == [
+        "step 24: one-value-per-version [tenant/ns-0/0x00000000_0xffffffff]: the channel's version 2 went from "
+        "Owned dst=broker-3:8080 force v2 to Owned dst=broker-3:8080 force v2, which differs in timestamp"
+    ]
+    assert [v.split(" ")[0] for v in on_trace] == ["one-value-per-version"]
+    assert replayed(path, "current") == ([], [])
+
+
+def test_the_bench_checks_the_step_forms_at_each_step(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The Hypothesis bench's check after each step compares the observation with the one before:
+    on #24186's run it stops at the step that writes the second value, long before the teardown
+    would read the histories (no cluster invariant breaks on that run)."""
+    monkeypatch.setenv("STATECHAN_RUNS_DIR", str(tmp_path))
+    run = load_saved_run(DOCS / "counterexamples" / "24186.json")
+    machine_class = type("Bug24186", (MetadataStoreBench,), {"config": run.config})
+    machine = machine_class()
+    steps = run.actions
+    assert len(steps) == 28
+    for action in steps[:23]:
+        machine.cluster.step(action)
+        machine.catalogue_holds()
+    machine.cluster.step(steps[23])
+    assert check(machine.cluster.observe()) == []  # no cluster invariant sees it
+    with pytest.raises(InvariantBroken) as failure:
+        machine.catalogue_holds()
+    assert failure.value.invariants == ["one-value-per-version"]
+    assert failure.value.steps == 24
+    assert "the channel's version 2 went from Owned dst=broker-3:8080 force v2 to" in str(failure.value)
