@@ -752,25 +752,56 @@ class _Picks(random.Random):
 
 @dataclass(frozen=True)
 class _Settled:
-    """What :meth:`Cluster.observe` reports of the channel itself, and where it was worked out
-    (the topic and its end, or the store and its zxid)."""
+    """What :meth:`Cluster.observe` reports of the channel itself; immutable, so clusters share it."""
 
     values: Mapping[str, ServiceUnitStateData]
     born: Mapping[str, int]
     deleted: frozenset[str]
-    source: object
-    position: int
 
 
-def _settled_log(topic: Topic, rules: StorageRules, start: _Settled | None) -> _Settled:
-    """A reader's fold of the whole log (from where ``start`` stopped): what it holds per key,
-    the offset each lifetime began at, and the keys with a Deleted since their last tombstone."""
-    from statechan.resolver import offer
+_NOTHING_SETTLED = _Settled({}, {}, frozenset())
+_FOLDS: dict[tuple[int, ...], tuple[tuple[Message, ...], _Settled]] = {}
+"""Folds of whole logs by their messages' identities (each kept alive beside its fold, so an
+identity is never another message's): a model checker's states share their logs' messages, and
+the successors of a state its log or a log one or two messages longer."""
 
-    values = dict(start.values) if start is not None else {}
-    born = dict(start.born) if start is not None else {}
-    deleted = set(start.deleted) if start is not None else set()
-    for offset in range(start.position if start is not None else 0, topic.end):
+
+def _settled_log(topic: Topic, rules: StorageRules, start: tuple[int, _Settled] | None) -> _Settled:
+    """A reader's fold of the whole log (from ``start``, a position and the fold up to it, when
+    given): what it holds per key, the offset each lifetime began at, and the keys with a Deleted
+    since their last tombstone. A short log folded from the start is looked up in :data:`_FOLDS`
+    first, whole or but for its last few messages."""
+    end = topic.end
+    ids: tuple[int, ...] = ()
+    if start is None and end <= _FOLDED_LOG_LIMIT:
+        messages = tuple(topic)
+        ids = tuple(map(id, messages))
+        known = _FOLDS.get(ids)
+        if known is not None:
+            return known[1]
+        for cut in range(end - 1, max(-1, end - 4), -1):
+            prefix = _FOLDS.get(ids[:cut])
+            if prefix is not None:
+                start = (cut, prefix[1])
+                break
+    folded = _fold_log(topic, rules, start or (0, _NOTHING_SETTLED))
+    if ids:
+        if len(_FOLDS) >= 20_000:
+            _FOLDS.clear()
+        _FOLDS[ids] = (messages, folded)
+    return folded
+
+
+_FOLDED_LOG_LIMIT = 256
+"""Longest log :data:`_FOLDS` keeps folds of (a simulated run's is folded as it grows instead)."""
+
+
+def _fold_log(topic: Topic, rules: StorageRules, start: tuple[int, _Settled]) -> _Settled:
+    from statechan.resolver import decide
+
+    position, settled = start
+    values, born, deleted = dict(settled.values), dict(settled.born), set(settled.deleted)
+    for offset in range(position, topic.end):
         message = topic.message(offset)
         try:
             value = message.value()
@@ -778,33 +809,36 @@ def _settled_log(topic: Topic, rules: StorageRules, start: _Settled | None) -> _
             continue  # a malformed message: every reader skips it
         key = message.key
         held = values.get(key)
-        after, verdict = offer(rules, held, value)
-        if not verdict.accepted:
+        if not decide(rules, held, value).accepted:
             continue
-        if after is None:
+        if value is None:
             values.pop(key, None)
             born.pop(key, None)
             deleted.discard(key)
             continue
-        values[key] = after
+        values[key] = value
         if held is None:
             born[key] = offset
-        if after.state is S.Deleted:
+        if value.state is S.Deleted:
             deleted.add(key)
-    return _Settled(values, born, frozenset(deleted), topic, topic.end)
+    return _Settled(values, born, frozenset(deleted))
 
 
 _NODE_VALUES: dict[bytes, ServiceUnitStateData | None] = {}
 """Channel nodes' values by their bytes: each distinct node decoded once (bounded)."""
+_NODE_KEYS: dict[str, str | None] = {}
+"""The channel key of each node path seen (None: not a channel node)."""
 
 
 def _settled_nodes(store: Store) -> _Settled:
     """The store's channel nodes: their values, creation zxids, and the keys holding Deleted."""
     values: dict[str, ServiceUnitStateData] = {}
     born: dict[str, int] = {}
-    prefix = PATH_PREFIX + "/"
     for path in store.paths():
-        if not path.startswith(prefix) or (key := key_of(path)) is None or (node := store.get(path)) is None:
+        key = _NODE_KEYS.get(path, "")
+        if key == "":
+            key = _NODE_KEYS[path] = key_of(path) if path.startswith(PATH_PREFIX + "/") else None
+        if key is None or (node := store.get(path)) is None:
             continue
         data, stat = node
         if data in _NODE_VALUES:
@@ -821,7 +855,7 @@ def _settled_nodes(store: Store) -> _Settled:
             values[key] = value
             born[key] = stat.created_zxid
     deleted = frozenset(key for key, value in values.items() if value.state is S.Deleted)
-    return _Settled(values, born, deleted, store, store.zxid)
+    return _Settled(values, born, deleted)
 
 
 class Cluster:
@@ -1339,19 +1373,20 @@ class Cluster:
         it (the observation's ``channel``, ``born``, ``deleted``). Worked out again only past what
         the last call saw: the topic's log only grows, so its fold goes on from there; the store's
         nodes are read again when its zxid moved. A restored cluster starts without it."""
-        last: _Settled | None = self.__dict__.get("_settled")
+        last: tuple[object, int, _Settled] | None = self.__dict__.get("_settled")
         if self.storage is StorageType.MetadataStore:
-            store = self.store
-            if last is not None and last.source is store and last.position == store.zxid:
-                return last
-            settled = _settled_nodes(store)
+            source: object = self.store
+            position = self.store.zxid
+            if last is not None and last[0] is source and last[1] == position:
+                return last[2]
+            settled = _settled_nodes(self.store)
         else:
-            topic = self.topic
-            if last is not None and last.source is topic and last.position == topic.end:
-                return last
-            start = last if last is not None and last.source is topic else None
-            settled = _settled_log(topic, self.model.rules(StorageType.SystemTopic), start)
-        self.__dict__["_settled"] = settled
+            source, position = self.topic, self.topic.end
+            if last is not None and last[0] is source and last[1] == position:
+                return last[2]
+            start = (last[1], last[2]) if last is not None and last[0] is source else None
+            settled = _settled_log(self.topic, self.model.rules(StorageType.SystemTopic), start)
+        self.__dict__["_settled"] = (source, position, settled)
         return settled
 
     def views(self) -> dict[str, dict[str, ServiceUnitStateData]]:
