@@ -13,6 +13,7 @@ import pytest
 
 from properties.bench import InvariantBroken, MetadataStoreBench
 from statechan.cluster import Cluster, Observation, SimConfig, StoreKind
+from statechan.cluster.actions import Lookup, RunTask, Shutdown, Tick
 from statechan.cluster.config import VARIANTS
 from statechan.cluster.runfile import load_saved_run
 from statechan.cluster.runner import ObservationCheck, Simulation, Workload
@@ -36,7 +37,7 @@ S = ServiceUnitState
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 KEY = "tenant/ns-0/0x00000000_0xffffffff"
 LEFT, RIGHT = (child.key for child in parse_key(KEY).split())
-B0, B1 = "broker-0:8080", "broker-1:8080"
+B0, B1, B2 = "broker-0:8080", "broker-1:8080", "broker-2:8080"
 STEP_IDS = ["version-monotonic", "one-value-per-version", "no-resurrection", "split-partitions-parent"]
 
 
@@ -336,3 +337,50 @@ def test_the_bench_checks_the_step_forms_at_each_step(monkeypatch: pytest.Monkey
     assert failure.value.invariants == ["one-value-per-version"]
     assert failure.value.steps == 24
     assert "the channel's version 2 went from Owned dst=broker-3:8080 force v2 to" in str(failure.value)
+
+
+# #24186's race, found by the bench with the step form alone: broker-2 reads no node and prepares
+# Assigning v1; broker-1 assigns and owns the bundle (v1, v2) before broker-2's create runs, which
+# fails and is retried without the resolver, writing v1 over v2.
+RACE_24186 = [
+    Lookup(B2, KEY),
+    Tick(),
+    RunTask(B2),
+    Lookup(B1, KEY),
+    Shutdown(B2),
+    Tick(),
+    RunTask(B1),
+    RunTask(B1),
+    RunTask(B1),
+    RunTask(B1),
+    RunTask(B2),
+]
+
+
+@pytest.mark.parametrize(("variant", "expected"), [("24186", [11]), ("current", [])])
+def test_a_simulated_run_going_back_a_version_is_caught_by_the_step_form(variant: str, expected: list[int]) -> None:
+    """The simulator's check (an :class:`ObservationCheck` of the cluster and step forms, as
+    ``statechan simulate`` and ``replay`` take it) reports ``version-monotonic`` at the step that
+    writes v1 over v2; the trace's history form agrees at the end; the fixed protocol refuses the
+    retry and breaks nothing."""
+    config = MetadataStoreBench.config.model_copy(update={"variant": VARIANTS[variant]})
+    cluster = Cluster(config)
+    stepwise = ObservationCheck(check, check_step)
+    stepwise.start(cluster)
+    broken: list[tuple[int, str]] = []
+    for number, action in enumerate(RACE_24186, start=1):
+        cluster.step(action)
+        broken += [(number, found) for found in stepwise(cluster)]
+    assert [number for number, _ in broken] == expected
+    settings = simulation_settings(cluster.config, cluster.storage, cluster.model.name)
+    on_trace = check_trace(cluster.trace, cluster.storage, cluster.model.name, ["version-monotonic"], settings)
+    if expected:
+        assert broken == [
+            (
+                11,
+                f"version-monotonic [{KEY}]: the channel went from Owned dst={B1} v2 to Assigning dst={B2} v1",
+            )
+        ]
+        assert [v.invariant for v in on_trace] == ["version-monotonic"]
+    else:
+        assert on_trace == []
