@@ -16,6 +16,8 @@ simulate``/``replay`` and the trace auditor all call these functions; none resta
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import operator
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -955,10 +957,8 @@ class _Changes:
         self.channel: list[tuple[str, ServiceUnitStateData | None, ServiceUnitStateData | None]] = []
         old_channel, new_channel = before.channel, after.channel
         if old_channel is not new_channel:
-            for key, new in new_channel.items():
-                old = old_channel.get(key)
-                if old is not new:
-                    self.channel.append((key, old, new))
+            for key in _changed(old_channel, new_channel):
+                self.channel.append((key, old_channel.get(key), new_channel[key]))
             self.channel.extend((key, old, None) for key, old in old_channel.items() if key not in new_channel)
         self.views: list[tuple[str, str, ServiceUnitStateData, ServiceUnitStateData]] = []
         for broker, view in after.views.items():
@@ -967,10 +967,10 @@ class _Changes:
                 continue
             if before.incarnations.get(broker) != after.incarnations.get(broker):
                 continue  # restarted in between: its view began afresh
-            for key, new in view.items():
+            for key in _changed(old_view, view):
                 old = old_view.get(key)
-                if old is not None and old is not new:
-                    self.views.append((broker, key, old, new))
+                if old is not None:
+                    self.views.append((broker, key, old, view[key]))
 
     def same_lifetime(self, key: str) -> bool:
         """The key was not deleted and written again between the two observations (as far as the
@@ -983,6 +983,16 @@ class _Changes:
         across a deletion (a store view reads the node as it is, a topic view reads to the end)."""
         settled = self.after.channel.get(key)
         return settled is value or (settled is not None and settled == value)
+
+
+def _changed(old: Mapping[str, ServiceUnitStateData], new: Mapping[str, ServiceUnitStateData]) -> Iterable[str]:
+    """The keys of ``new`` whose value is not the very object ``old`` holds. A view or the channel
+    changes a few keys a step and keeps its keys' order, so the common case compares the two in
+    C, a key at a time only when the keys differ."""
+    keys = list(new)
+    if len(keys) == len(old) and keys == list(old):
+        return itertools.compress(keys, map(operator.is_not, new.values(), old.values()))
+    return [key for key in keys if old.get(key) is not new[key]]
 
 
 _LAST_CHANGES: list[_Changes] = []
