@@ -48,7 +48,7 @@ from statechan.cluster.actions import (
 )
 from statechan.cluster.config import VARIANTS, ChannelConfig, SimConfig, StoreKind
 from statechan.cluster.sim import ChannelState, Cluster
-from statechan.cluster.value import Value, capture, decode, dispose, quick_signature, restore, signature
+from statechan.cluster.value import Value, capture, decode, dispose, quick_signature, restore, rewind, signature
 from statechan.states import ServiceUnitState, StorageType
 
 ADMIN_KINDS = ("transfer", "split", "unload")
@@ -683,6 +683,10 @@ class _Expander:
         truth_before = _truth(cluster)
         taken: list[tuple[Action, str | None]] = []
         suffixes: dict[str | None, bytes] = {}
+        spare: Cluster | None = cluster
+        """The expanded copy, until a successor takes it."""
+        stale: tuple[Cluster, Value] | None = None
+        """A successor's copy nothing keeps, with its value: rewinding it is cheaper than a restore."""
         for action in cluster.enabled_actions():
             kind = budget_kind(action, bounds)
             if kind == "off" or (kind is not None and spent[kind] >= budget[kind]):
@@ -690,19 +694,33 @@ class _Expander:
                     expansion.timers_cut = True
                 continue
             taken.append((action, kind))
-        for index, (action, kind) in enumerate(taken):
+        # what each delivering broker's view holds before (the expanded copy is stepped first)
+        views_before = {
+            action.broker: dict(cluster.brokers[action.broker].view.data())
+            for action, _ in taken
+            if isinstance(action, Deliver)
+        }
+        for action, kind in taken:
             reader = action.broker if isinstance(action, Deliver) else None
-            seen_before = dict(cluster.brokers[reader].view.data()) if reader is not None else {}
             # every sequence of placement picks the step can make, in lexicographic order: a plan
             # fixes a prefix, the choices after it take candidate 0, and each of those choices'
             # other candidates is a plan of its own (a clean-up may place several orphans)
             plans: list[list[int]] = [[]]
-            first = True
             while plans:
                 plan = plans.pop()
-                # the last successor takes the expanded copy itself (nothing reads it after): one restore less
-                child = cluster if index == len(taken) - 1 and first else restore(frozen, at, self.root)
-                first = False
+                # the first successor takes the expanded copy itself; the others take the copy a
+                # known successor left, rewound, or else a restore
+                child = None
+                if spare is not None:
+                    child, spare = spare, None
+                elif stale is not None:
+                    if rewind(stale[0], frozen, at, stale[1]):
+                        child = stale[0]
+                    else:
+                        dispose(stale[0])
+                    stale = None
+                if child is None:
+                    child = restore(frozen, at, self.root)
                 child.plan = deque(plan)
                 try:
                     child.step(action)
@@ -724,7 +742,7 @@ class _Expander:
                     step.pairs = _store_transitions(truth_before, _truth(child))
                 if reader is not None:
                     # what the delivering broker's view took: after a compaction, edges no writer takes
-                    step.pairs += _view_transitions(seen_before, child.brokers[reader].view.data())
+                    step.pairs += _view_transitions(views_before[reader], child.brokers[reader].view.data())
                 # a step that spends no budget shares its parent's record of what was spent (never
                 # changed in place); the key's suffix is worked out once per kind a state spends
                 child_spent = spent
@@ -756,10 +774,15 @@ class _Expander:
                     # step that gives some, also one that leads back to a known state
                     step.broken = check_invariants(child.observe(), self.ids)
                 if step.live is None:
-                    dispose(child)
+                    if own is not None and stale is None:
+                        stale = (child, own)  # rewound for the next successor, if one needs a copy
+                    else:
+                        dispose(child)
                 expansion.steps.append(step)
                 if exact and step.broken:
                     return expansion
+        if stale is not None:
+            dispose(stale[0])
         return expansion
 
 

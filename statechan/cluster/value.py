@@ -618,26 +618,8 @@ def restore(value: Value, now: int, like: Cluster, picks: bool = True) -> Cluste
     """A cluster whose captured value (at ``now``) is ``value``, sharing ``like``'s configuration,
     protocol model and placement. Statistics start from nothing; sessions and sequence numbers are
     numbered afresh (nothing reads them but the trace)."""
-
-    (
-        topic_v,
-        store_v,
-        brokers_v,
-        timers_v,
-        incarnations_v,
-        loads_v,
-        namespaces_v,
-        dead_v,
-        split_failures,
-        crash_v,
-        unregistered_v,
-        leader_since,
-        work_since,
-        loads_at,
-        failed_v,
-        departed_v,
-        syncer_v,
-    ) = value
+    topic_v, store_v, brokers_v, timers_v, *_, syncer_v = value
+    dead_v = value[7]
     r = _Restore(now)
     clock = ManualClock(now)
     cluster: Cluster = object.__new__(Cluster)
@@ -653,22 +635,10 @@ def restore(value: Value, now: int, like: Cluster, picks: bool = True) -> Cluste
     cluster.placement = like.placement
 
     # the topic
-    log_v, compacted_v, horizon, threshold, since = topic_v
     topic = Topic(name=like.topic.name, clock=clock)
-    last_log, last_now, last_messages = _LAST_LOG
-    if log_v is last_log and now == last_now:
-        log = list(last_messages)  # the same state restored again: each successor starts from it
-    else:
-        log = [r.message(offset, message_v) for offset, message_v in enumerate(log_v)]
-        _LAST_LOG[:] = [log_v, now, tuple(log)]
-    topic._log = log
-    topic._compacted_offsets = list(compacted_v)
-    topic._compacted = [log[i] for i in compacted_v]
-    topic.horizon = horizon
-    topic.compaction_threshold = threshold
-    topic._bytes_since_horizon = since
     topic.compactions = 0
     topic.observers = [cluster._on_topic_message]
+    _fill_topic(r, topic, topic_v)
     cluster.topic = topic
 
     # the store and its clients
@@ -679,6 +649,45 @@ def restore(value: Value, now: int, like: Cluster, picks: bool = True) -> Cluste
         client = _client_of(store, name, connected, closed, queue_v)
         clients[name] = client
         store._clients.append(client)
+    _fill_nodes(r, store, nodes_v, clients)
+    store.observers = [cluster._on_store_change]
+    cluster.store = store
+
+    _fill_timers(r, cluster, timers_v)
+
+    # brokers
+    cluster.brokers = {}
+    views: dict[str, SystemTopicTableView | MetadataStoreTableView] = {}
+    for record in brokers_v:
+        broker = _broker_of(record, cluster, clients, cluster._timers, r, views)
+        cluster.brokers[broker.id] = broker
+    cluster.counters = _counter()
+    cluster._dead_clients = {(b, inc): clients[name] for b, inc, name in dead_v}
+    _fill_rest(r, cluster, value)
+    cluster.syncer = None if syncer_v is None else _syncer_of(syncer_v, cluster, clients, r, like)
+    return cluster
+
+
+def _fill_topic(r: _Restore, topic: Topic, topic_v: Value) -> None:
+    """Make ``topic`` hold ``topic_v``: its log, the compacted snapshot and the compaction's marks."""
+    log_v, compacted_v, horizon, threshold, since = topic_v
+    last_log, last_now, last_messages = _LAST_LOG
+    if log_v is last_log and r.now == last_now:
+        log = list(last_messages)  # the same state restored again: each successor starts from it
+    else:
+        log = [r.message(offset, message_v) for offset, message_v in enumerate(log_v)]
+        _LAST_LOG[:] = [log_v, r.now, tuple(log)]
+    topic._log = log
+    topic._compacted_offsets = list(compacted_v)
+    topic._compacted = [log[i] for i in compacted_v]
+    topic.horizon = horizon
+    topic.compaction_threshold = threshold
+    topic._bytes_since_horizon = since
+
+
+def _fill_nodes(r: _Restore, store: MetadataStore, nodes_v: Value, clients: Mapping[str, MetadataClient]) -> None:
+    """Make ``store`` hold the nodes ``nodes_v``, each ephemeral one owned by its client's session."""
+    nodes: dict[str, _Node] = {}
     # ephemeral nodes after the others, each session's in the order they were made
     for path, data_v, version, owner, age, _ in sorted(nodes_v, key=lambda n: (n[3] is not None, n[3] or "", n[5])):
         owner_session = None if owner is None else clients[owner].session_id
@@ -686,64 +695,131 @@ def restore(value: Value, now: int, like: Cluster, picks: bool = True) -> Cluste
         stat = _STATS.get(stat_key)
         if stat is None:
             stat = _remember(_STATS, stat_key, Stat(version, owner_session, 0, 0, stat_key[2]), 100_000)
-        store._nodes[path] = _Node(_node_bytes(r, data_v), stat)
-    store._children = {parent: set(names) for parent, names in _children(tuple(store._nodes)).items()}
-    store.observers = [cluster._on_store_change]
-    cluster.store = store
+        nodes[path] = _Node(_node_bytes(r, data_v), stat)
+    store._nodes = nodes
+    store._children = {parent: set(names) for parent, names in _children(tuple(nodes)).items()}
 
-    # timers: the live ones, in firing order
-    timers: list[_Timer] = []
-    for seq, (age, kind, broker_id, incarnation, key) in enumerate(timers_v, 1):
-        timers.append(_Timer(r.time(age), seq, kind, broker_id, incarnation, key))
-    cluster._timers = timers  # sorted by (due, seq): already a heap
-    cluster._seq = len(timers)
 
-    # brokers
-    cluster.brokers = {}
-    views: dict[str, SystemTopicTableView | MetadataStoreTableView] = {}
-    for record in brokers_v:
-        broker = _broker_of(record, cluster, clients, timers, r, views)
-        cluster.brokers[broker.id] = broker
-    cluster.incarnations = _counter(incarnations_v)
-    cluster.loads = {b: BrokerLoad(cpu, mem, dm, bi, bo, hist) for b, cpu, mem, dm, bi, bo, hist in loads_v}
-    cluster.namespaces = {ns: list(bundles) for ns, bundles in _bundles(namespaces_v).items()}
-    cluster._live_keys = None
-    cluster._sorted_keys = []
+def _fill_timers(r: _Restore, cluster: Cluster, timers_v: Value) -> None:
+    """The live timers, in firing order (sorted by due time and sequence: already a heap)."""
+    cluster._timers = [
+        _Timer(r.time(age), seq, kind, broker_id, incarnation, key)
+        for seq, (age, kind, broker_id, incarnation, key) in enumerate(timers_v, 1)
+    ]
+    cluster._seq = len(timers_v)
+
+
+def _fill_rest(r: _Restore, cluster: Cluster, value: Value, stepped: Value | None = None) -> None:
+    """The cluster's own records (after its store, brokers and timers), and what it derives from
+    them afresh: the bundle-key caches, the leader it tracks, an empty history and trace. With
+    ``stepped`` (the value the cluster holds now), only the records that differ from it."""
+    cluster.picks = [] if cluster.picks is not None else None
+    cluster.plan = deque()
+    cluster.widths = []
     cluster.history = []
     cluster.trace = []
     cluster.answers = []
     cluster._step_answers = 0
-    cluster.counters = _counter()
-    cluster.split_failures = split_failures
-    cluster._dead_clients = {(b, inc): clients[name] for b, inc, name in dead_v}
-    cluster._loads_at = r.time(loads_at)
-    cluster.crash_times = {b: r.time(a) for b, a in crash_v}
-    cluster.unregistered_at = {b: r.time(a) for b, a in unregistered_v}
-    cluster.leader_since = r.time(leader_since)
-    cluster._work_since = r.time(work_since)
+    for index in range(4, 16):
+        if stepped is not None and value[index] == stepped[index]:
+            continue
+        field = value[index]
+        if index == 4:
+            cluster.incarnations = _counter(field)
+        elif index == 5:
+            cluster.loads = {b: BrokerLoad(cpu, mem, dm, bi, bo, hist) for b, cpu, mem, dm, bi, bo, hist in field}
+        elif index == 6:
+            cluster.namespaces = {ns: list(held) for ns, held in _bundles(field).items()}
+            cluster._live_keys = None
+            cluster._sorted_keys = []
+        elif index == 8:
+            cluster.split_failures = field
+        elif index == 9:
+            cluster.crash_times = {b: r.time(a) for b, a in field}
+        elif index == 10:
+            cluster.unregistered_at = {b: r.time(a) for b, a in field}
+        elif index == 11:
+            cluster.leader_since = r.time(field)
+        elif index == 12:
+            cluster._work_since = r.time(field)
+        elif index == 13:
+            cluster._loads_at = r.time(field)
+        elif index == 14:
+            cluster.failed_splits = set(field)
+        elif index == 15:
+            cluster.departed = set(field)
     leader = cluster.leader()
     cluster._leader_for = leader if cluster.leader_since is not None else None
-    cluster.failed_splits = set(failed_v)
-    cluster.departed = set(departed_v)
-    cluster.syncer = None if syncer_v is None else _syncer_of(syncer_v, cluster, clients, r, like)
-    return cluster
+
+
+def rewind(cluster: Cluster, value: Value, now: int, stepped: Value) -> bool:
+    """Make ``cluster`` hold ``value`` (at ``now``) again after one step took it to ``stepped``
+    (its value then), rebuilding in place only the parts of it the step changed: most steps
+    change one broker, the topic or the store, and rebuilding those costs a fraction of a
+    :func:`restore`. False, leaving the cluster unusable, where the step changed what is not
+    rebuilt in place (the clock moved, a broker started, stopped, crashed or replaced, a client
+    opened or closed, clean-up jobs, the syncer): the caller restores instead."""
+    store = cluster.store
+    if cluster.syncer is not None or not isinstance(store, MetadataStore) or value[7] != stepped[7]:
+        return False
+    if cluster.clock.now_ms() != now:
+        return False  # equal ages then are different times: every timed part would need rebuilding
+    before, after = value[2], stepped[2]
+    if len(before) != len(after):
+        return False
+    changed = []
+    for old, new in zip(before, after, strict=True):
+        if old[12] or new[12]:
+            return False  # clean-up jobs hold timers by identity
+        if old == new:
+            continue
+        # id, incarnation, alive, channel; its client; whether its view started or closed
+        if old[:4] != new[:4] or old[5] != new[5] or old[4][2:] != new[4][2:]:
+            return False
+        changed.append(old)
+    r = _Restore(now)
+    cluster.clock._now = now
+    if value[1] != stepped[1]:
+        nodes_v, clients_v = value[1]
+        clients = {client.name: client for client in store._clients}
+        if len(clients) != len(clients_v) or any(name not in clients for name, *_ in clients_v):
+            return False
+        for name, connected, closed, queue_v in clients_v:
+            client = clients[name]
+            client.connected = connected
+            client.closed = closed
+            client._queue = _queue_of(queue_v)
+        _fill_nodes(r, store, nodes_v, clients)
+    if value[0] != stepped[0]:
+        _fill_topic(r, cluster.topic, value[0])
+    if value[3] != stepped[3]:
+        _fill_timers(r, cluster, value[3])
+    for record in changed:
+        broker = cluster.brokers[record[0]]
+        _fill_view(broker.view, record[0], record[4], r)
+        _fill_broker(broker, record, r, cluster._timers)
+    _fill_rest(r, cluster, value, stepped)
+    return True
 
 
 def _client_of(store: MetadataStore, name: str, connected: bool, closed: bool, queue_v: Value) -> StoreClient:
     client = StoreClient(store, name, store._new_session())
     client.connected = connected
     client.closed = closed
-    if queue_v:
-        queued = _QUEUES.get(queue_v)
-        if queued is None:
-            queued = tuple(
-                _SESSION[item[0]] if len(item) == 1 else Notification(_EVENTS[item[0]], item[1], 0) for item in queue_v
-            )
-            _remember(_QUEUES, queue_v, queued, 10_000)
-        client._queue = deque(queued)
-    else:
-        client._queue = deque()
+    client._queue = _queue_of(queue_v)
     return client
+
+
+def _queue_of(queue_v: Value) -> deque[Notification | SessionEvent]:
+    if not queue_v:
+        return deque()
+    queued = _QUEUES.get(queue_v)
+    if queued is None:
+        queued = tuple(
+            _SESSION[item[0]] if len(item) == 1 else Notification(_EVENTS[item[0]], item[1], 0) for item in queue_v
+        )
+        _remember(_QUEUES, queue_v, queued, 10_000)
+    return deque(queued)
 
 
 _QUEUES: dict[Value, tuple[Notification | SessionEvent, ...]] = {}
@@ -772,7 +848,6 @@ def _node_bytes(r: _Restore, data_v: Value) -> bytes:
 
 def _view_of(kind: type, cluster: Cluster, name: str, view_v: Value, r: _Restore, **own: object) -> Any:
     """A view of ``kind`` holding ``view_v``'s items, with no listeners yet."""
-    data_v, _, started, closed = view_v
     view = _new(
         kind,
         broker=name,
@@ -782,10 +857,15 @@ def _view_of(kind: type, cluster: Cluster, name: str, view_v: Value, r: _Restore
         _existing=[],
         _outdated=[],
         stats=_view_stats(),
-        started=started,
-        closed=closed,
         **own,
     )
+    _fill_view(view, name, view_v, r)
+    return view
+
+
+def _fill_view(view: Any, name: str, view_v: Value, r: _Restore) -> None:
+    """Make ``view`` (``name``'s) hold ``view_v``: its items, its reader's position, started or closed."""
+    data_v, position, view.started, view.closed = view_v
     cache_key = (data_v, r.now, name)
     found = _VIEWS.get(cache_key)
     if found is None:
@@ -794,12 +874,12 @@ def _view_of(kind: type, cluster: Cluster, name: str, view_v: Value, r: _Restore
         found = _remember(_VIEWS, cache_key, (data, owned), 10_000)
     view._data = dict(found[0])
     view._owned = set(found[1])
-    return view
+    if position is not None:
+        view.reader.position = position
 
 
 def _topic_view(cluster: Cluster, name: str, view_v: Value, r: _Restore) -> SystemTopicTableView:
     reader = Reader(cluster.topic, f"{name}/tableview", True)
-    reader.position = view_v[1]
     view: SystemTopicTableView = _view_of(
         SystemTopicTableView, cluster, name, view_v, r, topic=cluster.topic, reader=reader, _records=[]
     )
@@ -833,23 +913,7 @@ def _broker_of(
     r: _Restore,
     views: dict[str, Any],
 ) -> Broker:
-
-    (
-        broker_id,
-        incarnation,
-        alive,
-        channel,
-        view_v,
-        client_name,
-        monitor_scheduled,
-        tasks_v,
-        pendings_v,
-        lookups_v,
-        leader_view,
-        (event, when),
-        jobs_v,
-        shutting_down,
-    ) = record
+    broker_id, incarnation, alive, channel, view_v, client_name, *_ = record
     client = clients.get(client_name)
     if client is None:  # closed: no longer among the store's clients
         client = _client_of(cluster.store, client_name, False, True, ())  # type: ignore[arg-type]
@@ -862,12 +926,7 @@ def _broker_of(
         channel=_CHANNELS[channel],
         client=client,
         reader=None,
-        monitor_scheduled=monitor_scheduled,
-        pending_lookups={key: r.time(at) for key, at in lookups_v},
-        leader_view=leader_view,
-        last_session_event=(_SESSION[event], r.time(when)),
         closed_units=_counter(),
-        shutting_down=shutting_down,
         handled=_counter(),
     )
     client.add_listener(broker._on_notification)
@@ -884,6 +943,32 @@ def _broker_of(
     closed, view.closed = view.closed, False  # a closed view kept the listeners it had
     view.attach(*broker.view_listeners())
     view.closed = closed
+    _fill_broker(broker, record, r, timers)
+    return broker
+
+
+def _fill_broker(broker: Broker, record: Value, r: _Restore, timers: list[_Timer]) -> None:
+    """Set on ``broker`` what its record says beyond who it is and its view's items: its flags,
+    lookups, leader, tasks with the writes they wait on, and clean-up jobs."""
+    (
+        _id,
+        _incarnation,
+        _alive,
+        _channel,
+        _view,
+        _client,
+        broker.monitor_scheduled,
+        tasks_v,
+        pendings_v,
+        lookups_v,
+        broker.leader_view,
+        (event, when),
+        jobs_v,
+        broker.shutting_down,
+    ) = record
+    broker.pending_lookups = {key: r.time(at) for key, at in lookups_v} if lookups_v else {}
+    broker.last_session_event = (_SESSION[event], r.time(when))
+    view = broker.view
     pendings: list[PendingPut] = []
     for _owner, key, value_v, read_version, verdict_v, result_v in pendings_v:
         put = PendingPut(view, key, r.data(value_v), read_version, r.verdict(verdict_v))  # type: ignore[arg-type]
@@ -915,7 +1000,6 @@ def _broker_of(
         job.cancelled = cancelled
         jobs[target] = job
     broker.cleanup_jobs = jobs
-    return broker
 
 
 def _syncer_of(
