@@ -552,7 +552,7 @@ def check(
                     queue.append((known, step.value, step.now, step.spent, step.held, step.live))
                     continue
                 node.successors.append((known, step.action, step.picks))
-                if step.answered and step.broken:
+                if step.own_checks and step.broken:
                     # the answers a step gave are its own (not the state's): checked on every
                     # step that gives some, also one that leads back to a known state
                     fail(node_id, step.broken, (step.action, step.picks))
@@ -598,7 +598,9 @@ class _Step:
     refused: bool = False
     pairs: list[tuple[str, str]] = field(default_factory=list)
     key: bytes = b""
-    answered: bool = False
+    own_checks: bool = False
+    """The step gave lookup answers or broke a step invariant: what it broke is the step's own,
+    reported even where the state it led to was known."""
     broken: list[Any] = field(default_factory=list)
     """The invariants the new state (or the step's answers) broke; checked where the state was
     new to the expander or the step gave answers."""
@@ -640,7 +642,11 @@ class _Expander:
         self.budget = bounds.budget()
         self.fingerprint = fingerprint
         self.ids = ids
+        from statechan.invariants.catalogue import step_ids
+
         self.agree = "views-converge" in ids
+        self.steps = step_ids(ids)
+        """The step invariants among ``ids`` (checked on every transition)."""
         self.keep_graph = keep_graph
         self.values = values
         """Every key's canonical value, when fingerprints are verified."""
@@ -669,6 +675,7 @@ class _Expander:
         search holds; with ``exact`` it holds them all, so the expansion stops at the first step
         that breaks an invariant (with several workers it cannot know, and takes every step)."""
         from statechan.invariants.catalogue import check as check_invariants
+        from statechan.invariants.catalogue import check_step
 
         frozen, at, spent, held, live = item
         bounds, budget = self.bounds, self.budget
@@ -694,7 +701,9 @@ class _Expander:
                     expansion.timers_cut = True
                 continue
             taken.append((action, kind))
-        # what each delivering broker's view holds before (the expanded copy is stepped first)
+        # what the step invariants compare each successor with, and what each delivering broker's
+        # view holds before: read now, as the expanded copy is stepped first
+        before = cluster.observe() if self.steps else None
         views_before = {
             action.broker: dict(cluster.brokers[action.broker].view.data())
             for action, _ in taken
@@ -753,14 +762,21 @@ class _Expander:
                 if left is None:
                     left = suffixes[kind] = budget_left(budget, child_spent)
                 step.key, own = self.key_of(child, child_spent, left)
-                step.answered = bool(child.answers)
+                step.own_checks = bool(child.answers)
+                after = None
+                if before is not None:
+                    # a step invariant is the step's own (TLA+'s [A]_v): checked on every step,
+                    # also one that leads back to a known state
+                    after = child.observe()
+                    step.broken = check_step(before, after, self.steps)
+                    step.own_checks = step.own_checks or bool(step.broken)
                 if not known(step.key) and step.key not in fresh:
                     fresh.add(step.key)
                     step.settled = settled(child, self.agree)
                     step.label = state_label(child) if self.keep_graph else ""
                     if visitor is not None:
                         visitor(child, {kind: budget[kind] - child_spent[kind] for kind in budget})
-                    step.broken = check_invariants(child.observe(), self.ids)
+                    step.broken += check_invariants(after if after is not None else child.observe(), self.ids)
                     child.answers.clear()
                     step.value = own if own is not None else capture(child, self.fingerprint.cap)
                     step.now, step.spent, step.held = child.clock.now_ms(), child_spent, child_held
@@ -769,10 +785,10 @@ class _Expander:
                         # has its own): keep it, and expanding the state needs no restore
                         step.live = child
                         self.kept += 1
-                elif step.answered:
+                elif child.answers:
                     # the answers a step gave are its own (not the state's): checked on every
                     # step that gives some, also one that leads back to a known state
-                    step.broken = check_invariants(child.observe(), self.ids)
+                    step.broken += check_invariants(after if after is not None else child.observe(), self.ids)
                 if step.live is None:
                     if own is not None and stale is None:
                         stale = (child, own)  # rewound for the next successor, if one needs a copy

@@ -24,7 +24,7 @@ from statechan.checker import (
 from statechan.cli import app
 from statechan.cluster import Cluster, Lookup, RunTask, SimConfig, StoreKind
 from statechan.cluster.actions import Deliver
-from statechan.invariants.catalogue import simulation_ids
+from statechan.invariants.catalogue import simulation_ids, step_ids
 
 runner = CliRunner()
 SMALL = Bounds(brokers=2, bundles=1, lookups=1, admin=1, ticks=2)
@@ -101,8 +101,16 @@ def test_bug_24478_gives_a_counterexample_with_a_session_loss() -> None:
     assert "lose-session" in [a.kind for a in result.path]
 
 
-def test_bug_24186_on_the_metadata_store_gives_two_owners() -> None:
-    result = check(Bounds(lookups=2, admin=0, ticks=1), StoreKind.metadata_store, "24186")
+def test_bug_24186_on_the_metadata_store_writes_two_values_for_a_version_then_gives_two_owners() -> None:
+    """The step invariants see the lost compare-and-set's retry write a second value for version 1
+    at once (6 steps); without them the same race goes on to two owners (10 steps)."""
+    bounds = Bounds(lookups=2, admin=0, ticks=1)
+    result = check(bounds, StoreKind.metadata_store, "24186")
+    assert result.violation is not None
+    assert result.violation.startswith("one-value-per-version")
+    assert len(result.path) <= 6
+    state_only = [i for i in simulation_ids() if i not in step_ids()]
+    result = check(bounds, StoreKind.metadata_store, "24186", invariants=state_only)
     assert result.violation is not None
     assert result.violation.startswith("single-owner")
     assert [a.kind for a in result.path].count("lookup") == 2

@@ -665,6 +665,8 @@ def restore(value: Value, now: int, like: Cluster, picks: bool = True) -> Cluste
     cluster._dead_clients = {(b, inc): clients[name] for b, inc, name in dead_v}
     _fill_rest(r, cluster, value)
     cluster.syncer = None if syncer_v is None else _syncer_of(syncer_v, cluster, clients, r, like)
+    if not _FIELDS:
+        _FIELDS.append(frozenset(cluster.__dict__))
     return cluster
 
 
@@ -799,7 +801,21 @@ def rewind(cluster: Cluster, value: Value, now: int, stepped: Value) -> bool:
         _fill_view(broker.view, record[0], record[4], r)
         _fill_broker(broker, record, r, cluster._timers)
     _fill_rest(r, cluster, value, stepped)
+    # what a cluster works out and keeps as it runs (the observation's fold of the channel) is
+    # not in its value: a restored cluster starts without it, and so does a rewound one
+    for name in cluster.__dict__.keys() - _restored_fields(cluster):
+        del cluster.__dict__[name]
     return True
+
+
+_FIELDS: list[frozenset[str]] = []
+
+
+def _restored_fields(cluster: Cluster) -> frozenset[str]:
+    """The attributes :func:`restore` gives a cluster (learnt from the first one restored)."""
+    if not _FIELDS:
+        _FIELDS.append(frozenset(cluster.__dict__))  # a rewound cluster was restored first
+    return _FIELDS[0]
 
 
 def _client_of(store: MetadataStore, name: str, connected: bool, closed: bool, queue_v: Value) -> StoreClient:
