@@ -13,7 +13,7 @@ import pytest
 
 from properties.bench import InvariantBroken, MetadataStoreBench
 from statechan.cluster import Cluster, Observation, SimConfig, StoreKind
-from statechan.cluster.actions import Lookup, RunTask, Shutdown, Tick
+from statechan.cluster.actions import Action, Lookup, RunTask, Shutdown, Tick
 from statechan.cluster.config import VARIANTS
 from statechan.cluster.runfile import load_saved_run
 from statechan.cluster.runner import ObservationCheck, Simulation, Workload
@@ -384,3 +384,26 @@ def test_a_simulated_run_going_back_a_version_is_caught_by_the_step_form(variant
         assert [v.invariant for v in on_trace] == ["version-monotonic"]
     else:
         assert on_trace == []
+
+
+@pytest.mark.parametrize("clear", [False, True])
+def test_the_observation_follows_the_store_when_the_trace_is_cleared(clear: bool) -> None:
+    """The store's channel is read again for the keys the trace names since the last observation;
+    a trace emptied in place between steps (as the model checker does) or holding none of the
+    writes makes it read every node instead, never keep a stale value."""
+    config = MetadataStoreBench.config.model_copy(update={"brokers": 2})
+    cluster = Cluster(config)
+    seen = []
+    action: Action | None = Lookup(B1, KEY)
+    while action is not None:
+        cluster.observe()
+        cluster.step(action)
+        if clear:
+            cluster.trace.clear()
+        now = cluster.observe()
+        assert dict(now.channel) == settled_now(cluster)
+        seen.append(now.channel.get(KEY))
+        work = cluster._work_actions()
+        action = work[0] if work else None
+    assert seen[-1] is not None
+    assert seen[-1].state is S.Owned

@@ -75,6 +75,7 @@ from statechan.stores.tableview import (
     SystemTopicTableView,
     TableView,
     key_of,
+    path_of,
 )
 from statechan.stores.topic import Message, Reader, Topic
 from statechan.values import VERSION_ID_INIT, ServiceUnitStateData, is_blank, next_version
@@ -792,7 +793,7 @@ def _settled_log(topic: Topic, rules: StorageRules, start: tuple[int, _Settled] 
     return folded
 
 
-_FOLDED_LOG_LIMIT = 256
+_FOLDED_LOG_LIMIT = 64
 """Longest log :data:`_FOLDS` keeps folds of (a simulated run's is folded as it grows instead)."""
 
 
@@ -830,6 +831,20 @@ _NODE_KEYS: dict[str, str | None] = {}
 """The channel key of each node path seen (None: not a channel node)."""
 
 
+def _node_value(data: bytes) -> ServiceUnitStateData | None:
+    """A channel node's value (None if it holds none), decoded once per distinct bytes."""
+    if data in _NODE_VALUES:
+        return _NODE_VALUES[data]
+    try:
+        value = ServiceUnitStateData.model_validate_json(data) if data[:1] == b"{" else None
+    except ValueError:
+        value = None
+    if len(_NODE_VALUES) >= 100_000:
+        _NODE_VALUES.clear()
+    _NODE_VALUES[data] = value
+    return value
+
+
 def _settled_nodes(store: Store) -> _Settled:
     """The store's channel nodes: their values, creation zxids, and the keys holding Deleted."""
     values: dict[str, ServiceUnitStateData] = {}
@@ -841,21 +856,32 @@ def _settled_nodes(store: Store) -> _Settled:
         if key is None or (node := store.get(path)) is None:
             continue
         data, stat = node
-        if data in _NODE_VALUES:
-            value = _NODE_VALUES[data]
-        else:
-            try:
-                value = ServiceUnitStateData.model_validate_json(data) if data[:1] == b"{" else None
-            except ValueError:
-                value = None
-            if len(_NODE_VALUES) >= 100_000:
-                _NODE_VALUES.clear()
-            _NODE_VALUES[data] = value
+        value = _node_value(data)
         if value is not None:
             values[key] = value
             born[key] = stat.created_zxid
     deleted = frozenset(key for key, value in values.items() if value.state is S.Deleted)
     return _Settled(values, born, deleted)
+
+
+def _settled_keys(store: Store, settled: _Settled, keys: set[str]) -> _Settled:
+    """``settled`` with ``keys``' nodes read again."""
+    values, born, deleted = dict(settled.values), dict(settled.born), set(settled.deleted)
+    for key in keys:
+        node = store.get(path_of(key))
+        value = None if node is None else _node_value(node[0])
+        if node is None or value is None:
+            values.pop(key, None)
+            born.pop(key, None)
+            deleted.discard(key)
+            continue
+        values[key] = value
+        born[key] = node[1].created_zxid
+        if value.state is S.Deleted:
+            deleted.add(key)
+        else:
+            deleted.discard(key)
+    return _Settled(values, born, frozenset(deleted))
 
 
 class Cluster:
@@ -1370,23 +1396,37 @@ class Cluster:
 
     def _settled_channel(self) -> _Settled:
         """The channel's settled values, where each key's lifetime began, and the keys Deleted in
-        it (the observation's ``channel``, ``born``, ``deleted``). Worked out again only past what
-        the last call saw: the topic's log only grows, so its fold goes on from there; the store's
-        nodes are read again when its zxid moved. A restored cluster starts without it."""
-        last: tuple[object, int, _Settled] | None = self.__dict__.get("_settled")
+        it (the observation's ``channel``, ``born``, ``deleted``), worked out again only past what
+        the last call saw. A short log's fold is looked up by its messages (the model checker's
+        states, restored or rewound in place, share them); a longer one goes on from the last
+        call's position while the message before it is the same. The store's nodes are read again
+        for the keys the trace's channel records name since the last call, or all of them when
+        the trace cannot tell (a restored cluster, a trace cleared or replaced, a write it lacks)."""
+        last = self.__dict__.get("_settled")
         if self.storage is StorageType.MetadataStore:
-            source: object = self.store
-            position = self.store.zxid
-            if last is not None and last[0] is source and last[1] == position:
-                return last[2]
-            settled = _settled_nodes(self.store)
-        else:
-            source, position = self.topic, self.topic.end
-            if last is not None and last[0] is source and last[1] == position:
-                return last[2]
-            start = (last[1], last[2]) if last is not None and last[0] is source else None
-            settled = _settled_log(self.topic, self.model.rules(StorageType.SystemTopic), start)
-        self.__dict__["_settled"] = (source, position, settled)
+            store, trace, zxid = self.store, self.trace, self.store.zxid
+            settled: _Settled | None = None
+            if last is not None and last[0] is store and last[1] is trace and last[2] <= len(trace):
+                if last[3] == zxid and last[2] == len(trace):
+                    return last[4]  # type: ignore[no-any-return]
+                changed = {str(r["key"]) for r in trace[last[2] :] if r["kind"] == "channel"}
+                if changed:
+                    settled = _settled_keys(store, last[4], changed)
+            if settled is None:
+                settled = _settled_nodes(store)
+            self.__dict__["_settled"] = (store, trace, len(trace), zxid, settled)
+            return settled
+        topic, end = self.topic, self.topic.end
+        rules = self.model.rules(StorageType.SystemTopic)
+        if end <= _FOLDED_LOG_LIMIT:
+            return _settled_log(topic, rules, None)
+        start = None
+        if last is not None and last[0] is topic and last[1] <= end and topic.message(last[1] - 1) is last[2]:
+            if last[1] == end:
+                return last[3]  # type: ignore[no-any-return]
+            start = (last[1], last[3])
+        settled = _settled_log(topic, rules, start)
+        self.__dict__["_settled"] = (topic, end, topic.message(end - 1), settled)
         return settled
 
     def views(self) -> dict[str, dict[str, ServiceUnitStateData]]:
