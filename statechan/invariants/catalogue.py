@@ -196,12 +196,15 @@ class Invariant:
 
 
 CATALOGUE: dict[str, Invariant] = {}
+_REVISION = [0]
+"""How many times the catalogue was written (what is worked out from it is kept per revision)."""
 
 
 def _register(inv: Invariant) -> None:
     if inv.id in CATALOGUE:
         raise ValueError(f"invariant {inv.id!r} is declared twice")
     CATALOGUE[inv.id] = inv
+    _REVISION[0] += 1
 
 
 def invariant(
@@ -251,6 +254,7 @@ def step_invariant(
             raise ValueError(f"invariant {id!r} has a step form already")
         else:
             CATALOGUE[id] = dataclasses.replace(existing, **forms)  # type: ignore[arg-type]
+            _REVISION[0] += 1
         return check
 
     return register
@@ -285,6 +289,7 @@ def record_invariant(
             raise ValueError(f"invariant {id!r} has a record form already")
         else:
             CATALOGUE[id] = dataclasses.replace(existing, **forms)  # type: ignore[arg-type]
+            _REVISION[0] += 1
         return check
 
     return register
@@ -1155,11 +1160,21 @@ def check_step(before: Observation, after: Observation, ids: Iterable[str] | Non
     """Every default step invariant (or those named) on two consecutive observations of one
     cluster (``after`` the later). Sound on any two observations of a run in order, but complete
     only on consecutive ones: a change made and undone between them is not seen."""
+    wanted = None if ids is None else tuple(ids)
+    known = _ACTION_CHECKS.get(wanted)
+    if known is None or known[0] != _REVISION[0]:
+        checks = tuple(inv.action_check for inv in _chosen(wanted) if inv.action_check is not None)
+        known = _ACTION_CHECKS[wanted] = (_REVISION[0], checks)
     found: list[Violation] = []
-    for inv in _chosen(ids):
-        if inv.action_check is not None:
-            found.extend(inv.action_check(before, after))
+    for action_check in known[1]:
+        shown = action_check(before, after)
+        if shown:
+            found.extend(shown)
     return found
+
+
+_ACTION_CHECKS: dict[tuple[str, ...] | None, tuple[int, tuple[ActionCheck, ...]]] = {}
+"""The step checks :func:`check_step` runs, by the ids named (worked out once per set of ids)."""
 
 
 def step_ids(ids: Iterable[str] | None = None) -> list[str]:
