@@ -14,10 +14,12 @@ import json
 import os
 import platform
 import random
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from statechan.resolver import offer, resolve, rules_for, should_reject
@@ -365,49 +367,20 @@ def bench_simulate(_: int) -> list[Figure]:
 
 
 def bench_hypothesis(_: int) -> list[Figure]:
-    """The Hypothesis bench: the system-topic machine on the current protocol, 500 examples."""
-    import random
-
-    from hypothesis import HealthCheck, settings
-    from hypothesis.stateful import run_state_machine_as_test
-
-    from properties.bench import SystemTopicBench
-    from statechan.cluster import Cluster
-
-    seen = {"examples": 0, "steps": 0}
-
-    class Counted(SystemTopicBench):
-        def teardown(self) -> None:
-            try:
-                super().teardown()
-            finally:
-                seen["examples"] += 1
-                seen["steps"] += len(self.cluster.history)
-
-    options = settings(
-        max_examples=500,
-        stateful_step_count=30,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
+    """The Hypothesis bench: the system-topic machine on the current protocol, 500 examples. Its
+    machines are on the test side, so it runs as ``python -m properties.speed`` in a process of
+    its own, from the checkout this library is in."""
+    checkout = Path(__file__).resolve().parent.parent
+    if not (checkout / "properties" / "speed.py").is_file():
+        raise RuntimeError("the Hypothesis bench needs the repository's properties package: run it from a checkout")
+    done = subprocess.run(
+        [sys.executable, "-m", "properties.speed"], cwd=checkout, capture_output=True, text=True, check=False
     )
-    seconds = _timed(lambda: run_state_machine_as_test(Counted, settings=options))
-    examples, steps = seen["examples"], seen["steps"]
-    rng = random.Random(3)
-
-    def raw_walks() -> None:
-        """The same number of steps as seeded random walks over enabled actions, unchecked."""
-        per_example = max(1, steps // max(1, examples))
-        for _ in range(examples):
-            cluster = Cluster(SystemTopicBench.config)
-            for _ in range(per_example):
-                actions = cluster.enabled_actions()
-                if not actions:
-                    break
-                cluster.step(rng.choice(actions))
-
-    floor = _timed(raw_walks)
+    if done.returncode != 0:
+        raise RuntimeError(f"python -m properties.speed failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    measured = json.loads(done.stdout.strip().splitlines()[-1])
+    examples, steps = int(measured["examples"]), int(measured["steps"])
+    seconds, floor = float(measured["seconds"]), float(measured["floor_seconds"])
     notes: dict[str, object] = {"examples": examples, "steps per example": round(steps / max(1, examples), 1)}
     return [
         Figure("hypothesis bench: simulator steps", steps, seconds, "unchecked random walks, same steps", floor, notes),
@@ -500,7 +473,6 @@ def _busy_cpu_seconds() -> float:
 
 def _measure(command: list[str], ok: tuple[int, ...] = (0,)) -> Measured:
     """Run a command, sampling its process tree's memory every 0.5 s."""
-    import subprocess
     import threading
 
     started = time.perf_counter()

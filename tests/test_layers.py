@@ -11,8 +11,6 @@ from pathlib import Path
 import pytest
 
 LIBRARY = Path(__file__).resolve().parent.parent / "statechan"
-BENCHMARK_RUNNER = LIBRARY / "bench.py"
-"""Times the Hypothesis bench, so it imports the test side's machines (inside that measurement)."""
 
 
 def _imported(path: Path) -> set[str]:
@@ -25,9 +23,7 @@ def _imported(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize(
-    "path", sorted(p for p in LIBRARY.rglob("*.py") if p != BENCHMARK_RUNNER), ids=lambda p: str(p.relative_to(LIBRARY))
-)
+@pytest.mark.parametrize("path", sorted(LIBRARY.rglob("*.py")), ids=lambda p: str(p.relative_to(LIBRARY)))
 def test_the_library_does_not_import_the_test_side(path: Path) -> None:
     test_side = sorted(name for name in _imported(path) if name.split(".")[0] in {"properties", "tests"})
     assert not test_side, f"{path.name} imports {', '.join(test_side)}"
