@@ -1299,15 +1299,15 @@ def histories_from_trace(
 Form = Literal["cluster", "step", "history", "records"]
 
 ENGINE_FORMS: dict[str, frozenset[Form]] = {
-    "model checker": frozenset({"cluster"}),
+    "model checker": frozenset({"cluster", "step"}),
     "Hypothesis bench: each step": frozenset({"cluster", "step"}),
     "simulate, replay: each step": frozenset({"cluster"}),
     "simulate, replay, bench: the run's trace": frozenset({"history", "records"}),
     "auditor": frozenset({"history", "records"}),
 }
-"""Which forms each engine runs (the catalogue page's table is generated from it). The model
-checker and ``statechan simulate``/``replay`` decide the step forms once they compare each
-observation with the one before (:func:`check_step`, or :class:`statechan.cluster.runner.ObservationCheck`)."""
+"""Which forms each engine runs (the catalogue page's table is generated from it). ``statechan
+simulate``/``replay`` decide the step forms once their check compares each observation with the
+one before (:class:`statechan.cluster.runner.ObservationCheck`)."""
 
 
 def _forms(inv: Invariant) -> list[Form]:
@@ -1385,8 +1385,8 @@ def catalogue_page(note: str) -> str:
         "",
         "Every engine calls the functions above; what each can decide depends on what it sees. The model "
         "checker (`statechan check`) holds states, not runs: it decides the cluster forms on every new "
-        "state and on every step that answers a lookup, and can decide the step forms on every transition "
-        "(its parent's observation and its child's). The simulator (`statechan simulate`, `statechan "
+        "state and on every step that answers a lookup, and the step forms on every transition, one into a "
+        "known state too (the parent's observation and the child's). The simulator (`statechan simulate`, `statechan "
         "replay`) and the Hypothesis bench decide the forms below after every step and, at the end of a "
         "run, the history and record forms over the run's trace. The auditor (`statechan audit`) sees only "
         "a recorded trace: the history and record forms. Each cell names the form an engine runs.",
@@ -1414,8 +1414,8 @@ def catalogue_page(note: str) -> str:
         "",
         *(f"- `{key}`: {why}" for key, why in STEP_GAPS.items()),
         *(
-            f"- {engine.split(':')[0]}: checks each observation alone for now, so no step form yet; it decides them by "
-            "passing the observation before as well (`check_step(before, after)`)."
+            f"- {engine.split(':')[0]}: its check looks at each observation alone, so it decides no step form "
+            "yet; an `ObservationCheck(check, check_step)` (`statechan.cluster.runner`) in its place decides them."
             for engine, runs in ENGINE_FORMS.items()
             if "cluster" in runs and "step" not in runs
         ),
@@ -1434,11 +1434,11 @@ STEP_GAPS = {
     "owner-registered": "record form only. A step form would read the channel's new Assigning or Owned "
     "and the registry of the two observations, but the simulated protocol does not hold it (see below), "
     "so every engine that produces observations would report the same known race.",
-    "stuck-in-flight, lingering-semi-terminal": "dwell forms only, with a production cluster's timeouts "
-    "over a trace's publish times. Their counterparts on an observation are the cluster invariants "
-    "`in-flight-completes` (bounded from when a leader acts, as nothing moves without one) and the "
-    "leader's tombstoning, which `lingering-semi-terminal` would report whenever a simulated run leaves "
-    "the cluster without a leader for an hour.",
+    "stuck-in-flight, lingering-semi-terminal": "dwell forms only: they time a state over a trace's "
+    "publish times against a production cluster's timeouts. On an observation, `in-flight-completes` is "
+    "`stuck-in-flight`'s counterpart (its bound counts from when a leader acts, as nothing moves without "
+    "one); a state form of `lingering-semi-terminal` would fire whenever a simulated run leaves the "
+    "cluster without a leader for an hour, as only the leader tombstones.",
     "compaction-equivalence, compaction-keeps-deletions": "history forms only: they quantify over every "
     "reader position and every compaction horizon of a key's log, quadratic in the log; a state holds "
     "the log (the model checker's too), but deciding them at every state would cost that at every state.",
