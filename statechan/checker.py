@@ -24,7 +24,7 @@ import re
 import sys
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,8 +48,8 @@ from statechan.cluster.actions import (
 )
 from statechan.cluster.config import VARIANTS, ChannelConfig, SimConfig, StoreKind
 from statechan.cluster.sim import ChannelState, Cluster
-from statechan.cluster.value import Value, capture, decode, dispose, quick_signature, restore, rewind, signature
-from statechan.states import ServiceUnitState, StorageType
+from statechan.cluster.value import Value, capture, dispose, quick_signature, restore, rewind, signature
+from statechan.values import ServiceUnitStateData
 
 ADMIN_KINDS = ("transfer", "split", "unload")
 """The admin operations a bound may allow (``Bounds.admin_kinds``), by their action kind."""
@@ -338,57 +338,21 @@ def settled(cluster: Cluster, views_agree: bool = True) -> bool:
     return not views_agree or all(dict(view) == dict(views[0]) for view in views[1:])
 
 
-def _truth(cluster: Cluster) -> dict[str, ServiceUnitState]:
-    """Each key's state in the channel itself (the store's node, or the topic's accepted value)."""
-    if cluster.storage is StorageType.MetadataStore:
-        from statechan.stores.tableview import PATH_PREFIX, key_of
-
-        out: dict[str, ServiceUnitState] = {}
-        for path in cluster.store.paths():
-            if path.startswith(PATH_PREFIX + "/"):
-                node = cluster.store.get(path)
-                key = key_of(path)
-                value = decode(node[0]) if node is not None else None
-                if value is not None and key is not None:
-                    out[key] = value.state
-        return out
-    return {}
-
-
-def _store_transitions(
-    before: dict[str, ServiceUnitState], after: dict[str, ServiceUnitState]
+def _channel_transitions(
+    before: Mapping[str, ServiceUnitStateData], after: Mapping[str, ServiceUnitStateData]
 ) -> list[tuple[str, str]]:
-    """The (from, to) pairs between two snapshots of the store's nodes; a deleted node is Init."""
-    return [
-        (before[k].name if k in before else "Init", after[k].name if k in after else "Init")
-        for k in sorted(before.keys() | after.keys())
-        if before.get(k) is not after.get(k)
-    ]
-
-
-def _topic_transitions(cluster: Cluster, start: int, held: dict[str, Any]) -> list[tuple[str, str]]:
-    """The accepted (from, to) pairs among the topic's messages from offset ``start``."""
-    from statechan.resolver import offer, rules_for
-
-    rules = rules_for(cluster.storage, cluster.model)
-    pairs: list[tuple[str, str]] = []
-    for offset in range(start, cluster.topic.end):
-        message = cluster.topic.message(offset)
-        try:
-            value = message.value()
-        except ValueError:
-            continue
-        prev = held.get(message.key)
-        after, verdict = offer(rules, prev, value)
-        if verdict.accepted:
-            if value is not None or prev is not None:
-                before = "Init" if prev is None else prev.state.name
-                pairs.append((before, "Init" if value is None else value.state.name))
-            held[message.key] = after
+    """The (from, to) pairs of the keys whose settled value a step changed (a deleted key is Init)."""
+    if before is after:
+        return []
+    pairs = []
+    for key in sorted(before.keys() | after.keys()):
+        old, new = before.get(key), after.get(key)
+        if old != new:
+            pairs.append(("Init" if old is None else old.state.name, "Init" if new is None else new.state.name))
     return pairs
 
 
-def _view_transitions(before: dict[str, Any], after: Any) -> list[tuple[str, str]]:
+def _view_transitions(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The keys a view saw for the first time between two of its snapshots, as (Init, state):
     after a compaction a reader may first see a key mid-life (the table's compaction-cut edges).
     Its other changes are either the writers' edges again or a lagging reader's version-gap
@@ -417,10 +381,10 @@ time (Stateright's ``visitor``): how a test or a tool sees what was explored wit
 search."""
 
 
-_Item = tuple[Value, int, Counter[str], dict[str, Any], "Cluster | None"]
-"""A state to expand: its value, its clock, the budgets spent, the topic's held values, and the
-stepped cluster itself when the expander kept it."""
-_Queued = tuple[int, Value, int, Counter[str], dict[str, Any], "Cluster | None"]
+_Item = tuple[Value, int, Counter[str], "Cluster | None"]
+"""A state to expand: its value, its clock, the budgets spent, and the stepped cluster itself
+when the expander kept it."""
+_Queued = tuple[int, Value, int, Counter[str], "Cluster | None"]
 """A queued state: its node id and its :data:`_Item`."""
 
 LIVE_KEPT = 4_096
@@ -481,10 +445,8 @@ def check(
     ]
     if keep_graph:
         result.nodes = nodes
-    held0: dict[str, Any] = {}
-    _topic_transitions(root, 0, held0)
     queue: deque[_Queued] = deque(
-        [(0, root_value if root_value is not None else capture(root, cap), root.clock.now_ms(), Counter(), held0, None)]
+        [(0, root_value if root_value is not None else capture(root, cap), root.clock.now_ms(), Counter(), None)]
     )
 
     def fail(node_id: int, broken: Sequence[object], step: tuple[Action, tuple[int, ...]] | None = None) -> None:
@@ -549,7 +511,7 @@ def check(
                         fail(known, step.broken)
                         return _finish(result, nodes, started)
                     assert step.value is not None
-                    queue.append((known, step.value, step.now, step.spent, step.held, step.live))
+                    queue.append((known, step.value, step.now, step.spent, step.live))
                     continue
                 node.successors.append((known, step.action, step.picks))
                 if step.own_checks and step.broken:
@@ -608,7 +570,6 @@ class _Step:
     """The state's own value, where it was new to the expander (for the queue)."""
     now: int = 0
     spent: Counter[str] = field(default_factory=Counter)
-    held: dict[str, Any] = field(default_factory=dict)
     settled: bool = False
     label: str = ""
     live: Cluster | None = None
@@ -677,7 +638,7 @@ class _Expander:
         from statechan.invariants.catalogue import check as check_invariants
         from statechan.invariants.catalogue import check_step
 
-        frozen, at, spent, held, live = item
+        frozen, at, spent, live = item
         bounds, budget = self.bounds, self.budget
         if live is not None:
             self.kept -= 1
@@ -685,9 +646,6 @@ class _Expander:
             return _Expansion([], beyond=True)
         cluster = live if live is not None else restore(frozen, at, self.root)
         expansion = _Expansion([])
-        topic_start = cluster.topic.end
-        on_topic = cluster.storage is StorageType.SystemTopic
-        truth_before = _truth(cluster)
         taken: list[tuple[Action, str | None]] = []
         suffixes: dict[str | None, bytes] = {}
         spare: Cluster | None = cluster
@@ -701,14 +659,9 @@ class _Expander:
                     expansion.timers_cut = True
                 continue
             taken.append((action, kind))
-        # what the step invariants compare each successor with, and what each delivering broker's
-        # view holds before: read now, as the expanded copy is stepped first
-        before = cluster.observe() if self.steps else None
-        views_before = {
-            action.broker: dict(cluster.brokers[action.broker].view.data())
-            for action, _ in taken
-            if isinstance(action, Deliver)
-        }
+        # what each successor is compared with (the step invariants, the edges it took): read
+        # now, as the expanded copy is stepped first
+        before = cluster.observe()
         for action, kind in taken:
             reader = action.broker if isinstance(action, Deliver) else None
             # every sequence of placement picks the step can make, in lexicographic order: a plan
@@ -743,15 +696,11 @@ class _Expander:
                 child.picks = []
                 child.trace.clear()
                 child.history.clear()
-                child_held = held
-                if on_topic:
-                    child_held = dict(held)
-                    step.pairs = _topic_transitions(child, topic_start, child_held)
-                else:
-                    step.pairs = _store_transitions(truth_before, _truth(child))
-                if reader is not None:
+                after = child.observe()
+                step.pairs = _channel_transitions(before.channel, after.channel)
+                if reader is not None and reader in after.views:
                     # what the delivering broker's view took: after a compaction, edges no writer takes
-                    step.pairs += _view_transitions(views_before[reader], child.brokers[reader].view.data())
+                    step.pairs += _view_transitions(before.views.get(reader, {}), after.views[reader])
                 # a step that spends no budget shares its parent's record of what was spent (never
                 # changed in place); the key's suffix is worked out once per kind a state spends
                 child_spent = spent
@@ -763,11 +712,9 @@ class _Expander:
                     left = suffixes[kind] = budget_left(budget, child_spent)
                 step.key, own = self.key_of(child, child_spent, left)
                 step.own_checks = bool(child.answers)
-                after = None
-                if before is not None:
+                if self.steps:
                     # a step invariant is the step's own (TLA+'s [A]_v): checked on every step,
                     # also one that leads back to a known state
-                    after = child.observe()
                     step.broken = check_step(before, after, self.steps)
                     step.own_checks = step.own_checks or bool(step.broken)
                 if not known(step.key) and step.key not in fresh:
@@ -776,10 +723,10 @@ class _Expander:
                     step.label = state_label(child) if self.keep_graph else ""
                     if visitor is not None:
                         visitor(child, {kind: budget[kind] - child_spent[kind] for kind in budget})
-                    step.broken += check_invariants(after if after is not None else child.observe(), self.ids)
+                    step.broken += check_invariants(after, self.ids)
                     child.answers.clear()
                     step.value = own if own is not None else capture(child, self.fingerprint.cap)
-                    step.now, step.spent, step.held = child.clock.now_ms(), child_spent, child_held
+                    step.now, step.spent = child.clock.now_ms(), child_spent
                     if exact and self.kept < LIVE_KEPT:
                         # nothing steps this cluster again before it is expanded (each successor
                         # has its own): keep it, and expanding the state needs no restore
@@ -788,7 +735,7 @@ class _Expander:
                 elif child.answers:
                     # the answers a step gave are its own (not the state's): checked on every
                     # step that gives some, also one that leads back to a known state
-                    step.broken += check_invariants(after if after is not None else child.observe(), self.ids)
+                    step.broken += check_invariants(after, self.ids)
                 if step.live is None:
                     if own is not None and stale is None:
                         stale = (child, own)  # rewound for the next successor, if one needs a copy

@@ -290,17 +290,24 @@ def test_unload_tombstone_and_compaction_cut_edges_are_covered_past_finding_1() 
     assert result.coverage[("Init", "Free")]["deliver"] > 0  # a reader starting from the snapshot
 
 
-def test_store_coverage_counts_a_deleted_node_as_back_to_init() -> None:
-    from statechan.checker import _store_transitions
+def test_coverage_counts_a_deleted_key_as_back_to_init() -> None:
+    from statechan.checker import _channel_transitions
     from statechan.states import ServiceUnitState as S
+    from statechan.values import ServiceUnitStateData
 
-    before = {"a": S.Owned, "b": S.Deleted, "c": S.Assigning}
-    after = {"a": S.Releasing, "c": S.Assigning, "d": S.Owned}
-    assert _store_transitions(before, after) == [
+    def value(state: S, version: int = 1) -> ServiceUnitStateData:
+        return ServiceUnitStateData(state=state, dst_broker="broker-1:8080", version_id=version, timestamp=1)
+
+    same = value(S.Assigning)
+    before = {"a": value(S.Owned), "b": value(S.Deleted), "c": same, "e": value(S.Owned, 2)}
+    after = {"a": value(S.Releasing), "c": same, "d": value(S.Owned), "e": value(S.Owned, 3)}
+    assert _channel_transitions(before, after) == [
         ("Owned", "Releasing"),
         ("Deleted", "Init"),
         ("Init", "Owned"),
+        ("Owned", "Owned"),
     ]
+    assert _channel_transitions(before, before) == []
 
 
 @pytest.mark.parametrize(
