@@ -1409,12 +1409,14 @@ class Cluster:
             if last is not None and last[0] is store and last[1] is trace and last[2] <= len(trace):
                 if last[3] == zxid and last[2] == len(trace):
                     return last[4]  # type: ignore[no-any-return]
-                changed = {str(r["key"]) for r in trace[last[2] :] if r["kind"] == "channel"}
-                if changed:
-                    settled = _settled_keys(store, last[4], changed)
+                # the trace goes on from the record the last call saw last (not emptied since)
+                if last[2] and trace[last[2] - 1] is last[5]:
+                    changed = {str(r["key"]) for r in trace[last[2] :] if r["kind"] == "channel"}
+                    if changed or last[3] == zxid:
+                        settled = _settled_keys(store, last[4], changed) if changed else last[4]
             if settled is None:
                 settled = _settled_nodes(store)
-            self.__dict__["_settled"] = (store, trace, len(trace), zxid, settled)
+            self.__dict__["_settled"] = (store, trace, len(trace), zxid, settled, trace[-1] if trace else None)
             return settled
         topic, end = self.topic, self.topic.end
         rules = self.model.rules(StorageType.SystemTopic)
