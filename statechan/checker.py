@@ -48,7 +48,17 @@ from statechan.cluster.actions import (
 )
 from statechan.cluster.config import VARIANTS, ChannelConfig, SimConfig, StoreKind
 from statechan.cluster.sim import ChannelState, Cluster
-from statechan.cluster.value import Value, capture, dispose, quick_signature, restore, rewind, signature
+from statechan.cluster.value import (
+    Value,
+    capture,
+    dispose,
+    quick_signature,
+    rename,
+    restore,
+    rewind,
+    rewindable,
+    signature,
+)
 from statechan.values import ServiceUnitStateData
 
 ADMIN_KINDS = ("transfer", "split", "unload")
@@ -196,19 +206,16 @@ class Fingerprinter:
         """The canonical value as text (for people; the fingerprint hashes the value itself)."""
         return repr(self.canonical(cluster)[0])
 
-    def canonical(self, cluster: Cluster) -> tuple[Value, Value | None]:
+    def canonical(self, cluster: Cluster) -> tuple[Value, Value]:
         """The canonical value (of the renamings tried, the one with the least hash), and the
-        cluster's own (unrenamed) value when capturing it was part of the work."""
+        cluster's own (unrenamed) value: captured once, and renamed for each candidate."""
+        own = capture(cluster, self.cap)
         if not self.symmetry:
-            value = capture(cluster, self.cap)
-            return value, value
+            return own, own
         best: Value | None = None
         least = 0
-        own: Value | None = None
         for names in self.candidates(cluster):
-            value = capture(cluster, self.cap, names)
-            if names is None:
-                own = value
+            value = own if names is None else rename(own, names)
             hashed = hash(value)
             if best is None or hashed < least:
                 best, least = value, hashed
@@ -381,6 +388,9 @@ time (Stateright's ``visitor``): how a test or a tool sees what was explored wit
 search."""
 
 
+_UNREWOUND = frozenset({"tick", "crash", "restart", "shutdown", "lose-session", "resign"})
+"""Budgets whose steps leave a copy :func:`~statechan.cluster.value.rewind` refuses."""
+
 _Item = tuple[Value, int, Counter[str], "Cluster | None"]
 """A state to expand: its value, its clock, the budgets spent, and the stepped cluster itself
 when the expander kept it."""
@@ -432,7 +442,7 @@ def check(
         workers = 1
     result = CheckResult(bounds, store, variant)
     expander = _expander(bounds, store, variant, symmetry, ids, keep_graph, verify_fingerprints)
-    root, cap = expander.root, expander.fingerprint.cap
+    root = expander.root
     started = time.perf_counter()
     last_report = started
 
@@ -445,9 +455,7 @@ def check(
     ]
     if keep_graph:
         result.nodes = nodes
-    queue: deque[_Queued] = deque(
-        [(0, root_value if root_value is not None else capture(root, cap), root.clock.now_ms(), Counter(), None)]
-    )
+    queue: deque[_Queued] = deque([(0, root_value, root.clock.now_ms(), Counter(), None)])
 
     def fail(node_id: int, broken: Sequence[object], step: tuple[Action, tuple[int, ...]] | None = None) -> None:
         """The search ends on ``broken``: the run to ``node_id`` (and then ``step``, when the
@@ -614,9 +622,9 @@ class _Expander:
         self.kept = 0
         """Stepped clusters handed out with their states (``_Step.live``) and not yet expanded."""
 
-    def key_of(self, cluster: Cluster, spent: Counter[str], left: bytes | None = None) -> tuple[bytes, Value | None]:
+    def key_of(self, cluster: Cluster, spent: Counter[str], left: bytes | None = None) -> tuple[bytes, Value]:
         """The state's key (its fingerprint and the budgets left: ``left``, when known), and its own
-        value if captured."""
+        (unrenamed) value."""
         value, own = self.fingerprint.canonical(cluster)
         key = self.fingerprint.digest(value) + (left if left is not None else budget_left(self.budget, spent))
         if self.values is not None and self.values.setdefault(key, value) != value:
@@ -659,10 +667,14 @@ class _Expander:
                     expansion.timers_cut = True
                 continue
             taken.append((action, kind))
+        # the steps a copy cannot be rewound from (they move the clock or start or stop a broker)
+        # go last, so no sibling after them needs a restore; the order changes no state's
+        # depth, only which of equally short runs is met first
+        taken.sort(key=lambda pair: pair[1] in _UNREWOUND)
         # what each successor is compared with (the step invariants, the edges it took): read
         # now, as the expanded copy is stepped first
         before = cluster.observe()
-        for action, kind in taken:
+        for index, (action, kind) in enumerate(taken):
             reader = action.broker if isinstance(action, Deliver) else None
             # every sequence of placement picks the step can make, in lexicographic order: a plan
             # fixes a prefix, the choices after it take candidate 0, and each of those choices'
@@ -725,11 +737,14 @@ class _Expander:
                         visitor(child, {kind: budget[kind] - child_spent[kind] for kind in budget})
                     step.broken += check_invariants(after, self.ids)
                     child.answers.clear()
-                    step.value = own if own is not None else capture(child, self.fingerprint.cap)
+                    step.value = own
                     step.now, step.spent = child.clock.now_ms(), child_spent
-                    if exact and self.kept < LIVE_KEPT:
-                        # nothing steps this cluster again before it is expanded (each successor
-                        # has its own): keep it, and expanding the state needs no restore
+                    last = index == len(taken) - 1 and not plans
+                    if exact and self.kept < LIVE_KEPT and (last or not rewindable(child, frozen, at, own)):
+                        # nothing steps this cluster again before it is expanded: keep it, and
+                        # expanding the state needs no restore. Only the last successor's, or one
+                        # that cannot be rewound: a sibling still to come would otherwise need a
+                        # restore instead of a rewind of it
                         step.live = child
                         self.kept += 1
                 elif child.answers:
@@ -737,7 +752,7 @@ class _Expander:
                     # step that gives some, also one that leads back to a known state
                     step.broken += check_invariants(after, self.ids)
                 if step.live is None:
-                    if own is not None and stale is None:
+                    if stale is None:
                         stale = (child, own)  # rewound for the next successor, if one needs a copy
                     else:
                         dispose(child)

@@ -9,6 +9,7 @@ original (a pickle): the two must give the same next value and the same refusals
 
 from __future__ import annotations
 
+import itertools
 import pickle
 from collections import deque
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from statechan.checker import Bounds, check, checker_config, fingerprint_cap
 from statechan.cluster import Cluster, StoreKind
 from statechan.cluster import value as value_module
 from statechan.cluster.actions import Action, Tick
-from statechan.cluster.value import Value, capture, restore, rewind
+from statechan.cluster.value import Value, capture, rename, restore, rewind
 from statechan.observation import Observation
 
 
@@ -188,3 +189,31 @@ def test_a_rewind_that_leaves_a_view_as_the_step_left_it_is_caught() -> None:
     compared, differed = _rewound_steps(StoreKind.system_topic, blobs, careless)
     assert compared > 30
     assert differed > 0
+
+
+@pytest.mark.parametrize(
+    ("store", "bounds", "every"),
+    [
+        (StoreKind.system_topic, ADMIN, 7),
+        (StoreKind.metadata_store, FAULTS, 97),
+        (StoreKind.both, Bounds(admin=0, ticks=1), 5),
+        (StoreKind.system_topic, Bounds(brokers=3, crashes=1, restarts=1, ticks=2, depth=9), 50),
+    ],
+    ids=["topic-admin", "store-faults", "both", "three-brokers"],
+)
+def test_renaming_a_value_is_capturing_with_the_renaming(store: StoreKind, bounds: Bounds, every: int) -> None:
+    """The checker captures a state once and renames the value for each candidate of its symmetry
+    reduction: the renamed value must be exactly the capture with that renaming (ids renamed
+    everywhere, every map keyed by broker re-sorted), or symmetric states would not meet."""
+    cap = fingerprint_cap(checker_config(Bounds(), store, "current").channel)
+    compared = 0
+    for blob in _states(store, "current", bounds, every):
+        cluster: Cluster = pickle.loads(blob)
+        own = capture(cluster, cap)
+        ids = list(cluster.brokers)
+        for order in itertools.permutations(range(1, len(ids) + 1)):
+            names = {old: f"broker-{new}:8080" for old, new in zip(ids, order, strict=True)}
+            assert rename(own, names) == capture(cluster, cap, names), names
+            compared += 1
+    assert compared > 100
+    assert rename(own, None) is own

@@ -418,6 +418,210 @@ def capture(cluster: Cluster, cap: int, names: Mapping[str, str] | None = None) 
     )
 
 
+# -- renaming a captured value ---------------------------------------------------------------------
+_RENAMES: dict[tuple[tuple[str, str], ...], tuple[dict[str, str], dict[int, tuple[Value, Value]]]] = {}
+"""Per renaming: renamed strings, and renamed parts of values (messages, channel values) by the
+identity of the part renamed, each kept alive beside its renamed form."""
+
+
+class _Rename:
+    """One renaming of a captured value's broker ids, with the caches its renamings share."""
+
+    __slots__ = ("_parts", "_strings", "names")
+
+    def __init__(self, names: Mapping[str, str]) -> None:
+        self.names = names
+        context = tuple(sorted(names.items()))
+        shared = _RENAMES.get(context)
+        if shared is None or len(shared[1]) > 200_000:
+            if len(_RENAMES) >= 64:
+                _RENAMES.clear()
+            shared = _RENAMES[context] = ({}, {})
+        self._strings, self._parts = shared
+
+    def name(self, text: Any) -> Any:
+        if text is None:
+            return None
+        known = self.names.get(text)
+        if known is not None:
+            return known
+        done = self._strings.get(text)
+        if done is None:
+            done = _BROKER_ID.sub(lambda m: self.names.get(m.group(), m.group()), text) if "broker-" in text else text
+            self._strings[text] = done
+        return done
+
+    def value(self, value: Value | None) -> Value | None:
+        if value is None:
+            return None
+        found = self._parts.get(id(value))
+        if found is None:
+            state, dst, src, version, force, age, split = value
+            out = (
+                state,
+                self.name(dst),
+                self.name(src),
+                version,
+                force,
+                age,
+                None if split is None else tuple((r, self.name(b)) for r, b in split),
+            )
+            found = self._parts[id(value)] = (value, out)
+        return found[1]
+
+    def message(self, message: Value) -> Value:
+        found = self._parts.get(id(message))
+        if found is None:
+            key, payload, age, producer, ledger = message
+            if payload is not None and payload[0] != "raw":
+                payload = self.value(payload)
+            found = self._parts[id(message)] = (message, (key, payload, age, self.name(producer), ledger))
+        return found[1]
+
+    def node_data(self, data: Value) -> Value:
+        kind = data[0]
+        if kind == "v":
+            return ("v", self.value(data[1]))
+        if kind == "leader":
+            return ("leader", self.name(data[1]))
+        if kind == "broker":
+            return ("broker", self.name(data[1]), data[2])
+        return data
+
+    def timer(self, timer: Value) -> Value:
+        due, kind, broker, incarnation, key = timer
+        return (due, kind, self.name(broker), incarnation, self.name(key))
+
+    def view(self, view: Value) -> Value:
+        items, position, started, closed = view
+        return (tuple((key, self.value(v)) for key, v in items), position, started, closed)
+
+    def broker(self, record: Value) -> Value:
+        (
+            broker_id,
+            incarnation,
+            alive,
+            channel,
+            view,
+            client,
+            monitor_scheduled,
+            tasks,
+            pendings,
+            lookups,
+            leader_view,
+            event,
+            jobs,
+            shutting_down,
+        ) = record
+        return (
+            self.name(broker_id),
+            incarnation,
+            alive,
+            channel,
+            self.view(view),
+            self.name(client),
+            monitor_scheduled,
+            tuple(
+                (kind, key, self.value(v), self.name(target), pending, waits)
+                for kind, key, v, target, pending, waits in tasks
+            )
+            if tasks
+            else (),
+            tuple((self.name(owner), key, self.value(v), *rest) for owner, key, v, *rest in pendings)
+            if pendings
+            else (),
+            lookups,
+            self.name(leader_view),
+            event,
+            tuple(
+                sorted(
+                    (self.name(target), index, self.timer(timer), cancelled) for target, index, timer, cancelled in jobs
+                )
+            )
+            if jobs
+            else (),
+            shutting_down,
+        )
+
+
+def rename(value: Value, names: Mapping[str, str] | None) -> Value:
+    """``value`` (a :func:`capture` without renaming) with its broker ids renamed by ``names``:
+    exactly what :func:`capture` with ``names`` gives of the same cluster, at the cost of a walk
+    over the value instead of over the cluster (the model checker captures a state once and
+    renames it for each candidate of its symmetry reduction)."""
+    if not names:
+        return value
+    r = _Rename(names)
+    name = r.name
+    (
+        (log, compacted, horizon, threshold, since),
+        (nodes, clients),
+        brokers,
+        timers,
+        incarnations,
+        loads,
+        namespaces,
+        dead,
+        split_failures,
+        crashes,
+        unregistered,
+        leader_since,
+        work_since,
+        loads_at,
+        failed,
+        departed,
+        syncer,
+    ) = value
+    renamed_nodes = sorted(
+        (
+            (name(path), r.node_data(data), version, name(owner), age, rank)
+            for path, data, version, owner, age, rank in nodes
+        ),
+        key=lambda n: n[0],
+    )
+    renamed_clients = sorted(
+        (name(client), connected, closed, tuple(item if len(item) == 1 else (item[0], name(item[1])) for item in queue))
+        for client, connected, closed, queue in clients
+    )
+    return (
+        (tuple(r.message(m) for m in log), compacted, horizon, threshold, since),
+        (tuple(renamed_nodes), tuple(renamed_clients)),
+        tuple(sorted(r.broker(record) for record in brokers)),
+        tuple(r.timer(timer) for timer in timers),
+        tuple(sorted((name(b), n) for b, n in incarnations)),
+        tuple(sorted((name(b), *rest) for b, *rest in loads)),
+        namespaces,
+        tuple(sorted((name(b), inc, name(client)) for b, inc, client in dead)) if dead else (),
+        split_failures,
+        tuple(sorted((name(b), age) for b, age in crashes)) if crashes else (),
+        tuple(sorted((name(b), age) for b, age in unregistered)) if unregistered else (),
+        leader_since,
+        work_since,
+        loads_at,
+        failed,
+        tuple(sorted(name(b) for b in departed)) if departed else (),
+        None if syncer is None else _renamed_syncer(r, syncer),
+    )
+
+
+def _renamed_syncer(r: _Rename, syncer: Value) -> Value:
+    topic_view, store_view, unsynced, topic_echoes, store_echoes, started_at, active, saved = syncer
+
+    def echoes(counted: Value) -> Value:
+        return tuple(sorted((((k, r.value(v)), n) for (k, v), n in counted), key=repr))
+
+    return (
+        r.view(topic_view),
+        r.view(store_view),
+        unsynced,
+        echoes(topic_echoes),
+        echoes(store_echoes),
+        started_at,
+        active,
+        saved,
+    )
+
+
 def quick_signature(broker: Broker) -> tuple[Any, ...]:
     """The part of a broker's :func:`signature` read without walking its view or the store: it
     tells most brokers apart (the leader from the others) at a fraction of the cost."""
@@ -754,33 +958,38 @@ def _fill_rest(r: _Restore, cluster: Cluster, value: Value, stepped: Value | Non
     cluster._leader_for = leader if cluster.leader_since is not None else None
 
 
+def rewindable(cluster: Cluster, value: Value, now: int, stepped: Value) -> bool:
+    """Whether :func:`rewind` can take ``cluster`` back from ``stepped`` to ``value``: not where
+    the step moved the clock (equal ages are then different times), started, stopped, crashed or
+    replaced a broker, opened or closed a client, or touched clean-up jobs or the syncer."""
+    if cluster.syncer is not None or not isinstance(cluster.store, MetadataStore) or value[7] != stepped[7]:
+        return False
+    if cluster.clock.now_ms() != now:
+        return False
+    before, after = value[2], stepped[2]
+    if len(before) != len(after):
+        return False
+    for old, new in zip(before, after, strict=True):
+        if old[12] or new[12]:
+            return False  # clean-up jobs hold timers by identity
+        # id, incarnation, alive, channel; its client; whether its view started or closed
+        if old != new and (old[:4] != new[:4] or old[5] != new[5] or old[4][2:] != new[4][2:]):
+            return False
+    return True
+
+
 def rewind(cluster: Cluster, value: Value, now: int, stepped: Value) -> bool:
     """Make ``cluster`` hold ``value`` (at ``now``) again after one step took it to ``stepped``
     (its value then), rebuilding in place only the parts of it the step changed: most steps
     change one broker, the topic or the store, and rebuilding those costs a fraction of a
-    :func:`restore`. False, leaving the cluster unusable, where the step changed what is not
-    rebuilt in place (the clock moved, a broker started, stopped, crashed or replaced, a client
-    opened or closed, clean-up jobs, the syncer): the caller restores instead."""
+    :func:`restore`. False, leaving the cluster unusable, where it is not :func:`rewindable`
+    (or a client the store held is gone): the caller restores instead."""
+    if not rewindable(cluster, value, now, stepped):
+        return False
     store = cluster.store
-    if cluster.syncer is not None or not isinstance(store, MetadataStore) or value[7] != stepped[7]:
-        return False
-    if cluster.clock.now_ms() != now:
-        return False  # equal ages then are different times: every timed part would need rebuilding
-    before, after = value[2], stepped[2]
-    if len(before) != len(after):
-        return False
-    changed = []
-    for old, new in zip(before, after, strict=True):
-        if old[12] or new[12]:
-            return False  # clean-up jobs hold timers by identity
-        if old == new:
-            continue
-        # id, incarnation, alive, channel; its client; whether its view started or closed
-        if old[:4] != new[:4] or old[5] != new[5] or old[4][2:] != new[4][2:]:
-            return False
-        changed.append(old)
+    assert isinstance(store, MetadataStore)
+    changed = [old for old, new in zip(value[2], stepped[2], strict=True) if old != new]
     r = _Restore(now)
-    cluster.clock._now = now
     if value[1] != stepped[1]:
         nodes_v, clients_v = value[1]
         clients = {client.name: client for client in store._clients}
