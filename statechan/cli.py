@@ -275,12 +275,12 @@ class StoreChoice(enum.Enum):
 
 
 def _invariant_checker(every: int) -> tuple[Callable[[Cluster], list[str]], int]:
-    from statechan.invariants.catalogue import check as check_invariants
+    """The catalogue's cluster invariants on each checked observation, and its step invariants on
+    each with the one checked before it."""
+    from statechan.cluster.runner import ObservationCheck
+    from statechan.invariants.catalogue import check, check_step
 
-    def checker(cluster: Cluster) -> list[str]:
-        return [str(v) for v in check_invariants(cluster.observe())]
-
-    return checker, every
+    return ObservationCheck(check, check_step), every
 
 
 def _history_checker(cluster: Cluster) -> list[str]:

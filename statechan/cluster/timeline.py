@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from statechan.cluster.actions import Action
 from statechan.cluster.config import SimConfig
+from statechan.cluster.runner import ObservationCheck
 from statechan.cluster.sim import Cluster
 from statechan.values import ServiceUnitStateData, brief
 
@@ -50,6 +51,8 @@ def build_timeline(
     """Replay ``actions`` on a fresh cluster, noting each step's writes and broken invariants;
     ``final_check`` (e.g. the history invariants) runs once after the last step."""
     cluster = Cluster(config, picks=picks)
+    if isinstance(check, ObservationCheck):
+        check.start(cluster)  # the first step's step invariants compare with the starting state
     start = cluster.clock.now_ms()
     steps: list[TimelineStep] = []
     for number, action in enumerate(actions, start=1):

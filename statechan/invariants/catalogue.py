@@ -1301,13 +1301,13 @@ Form = Literal["cluster", "step", "history", "records"]
 ENGINE_FORMS: dict[str, frozenset[Form]] = {
     "model checker": frozenset({"cluster", "step"}),
     "Hypothesis bench: each step": frozenset({"cluster", "step"}),
-    "simulate, replay: each step": frozenset({"cluster"}),
+    "simulate, replay: each step": frozenset({"cluster", "step"}),
     "simulate, replay, bench: the run's trace": frozenset({"history", "records"}),
     "auditor": frozenset({"history", "records"}),
 }
 """Which forms each engine runs (the catalogue page's table is generated from it). ``statechan
-simulate``/``replay`` decide the step forms once their check compares each observation with the
-one before (:class:`statechan.cluster.runner.ObservationCheck`)."""
+simulate``/``replay`` decide the step forms by comparing each checked observation with the one
+before (:class:`statechan.cluster.runner.ObservationCheck`)."""
 
 
 def _forms(inv: Invariant) -> list[Form]:
