@@ -284,8 +284,14 @@ def _store(cap: _Capture, store: MetadataStore, sessions: Mapping[int, str]) -> 
 
 
 def _topic(cap: _Capture, topic: Topic) -> Value:
+    # one log (the same messages, which this context keeps alive) is one tuple: the successors of
+    # a state mostly share its log, and a renaming of it is then looked up by that tuple
+    ids = tuple(map(id, topic._log))
+    found = cap._values.get(ids)
+    if found is None:
+        found = cap._values[ids] = (None, tuple(cap.message(m) for m in topic._log))
     return (
-        tuple(cap.message(m) for m in topic._log),
+        found[1],
         tuple(topic._compacted_offsets),
         topic.horizon,
         topic.compaction_threshold,
@@ -478,6 +484,12 @@ class _Rename:
             found = self._parts[id(message)] = (message, (key, payload, age, self.name(producer), ledger))
         return found[1]
 
+    def log(self, log: Value) -> Value:
+        found = self._parts.get(id(log))
+        if found is None:
+            found = self._parts[id(log)] = (log, tuple(self.message(m) for m in log))
+        return found[1]
+
     def node_data(self, data: Value) -> Value:
         kind = data[0]
         if kind == "v":
@@ -584,7 +596,7 @@ def rename(value: Value, names: Mapping[str, str] | None) -> Value:
         for client, connected, closed, queue in clients
     )
     return (
-        (tuple(r.message(m) for m in log), compacted, horizon, threshold, since),
+        (r.log(log), compacted, horizon, threshold, since),
         (tuple(renamed_nodes), tuple(renamed_clients)),
         tuple(sorted(r.broker(record) for record in brokers)),
         tuple(r.timer(timer) for timer in timers),
