@@ -47,7 +47,7 @@ from statechan.cluster.actions import (
     Wait,
 )
 from statechan.cluster.config import VARIANTS, ChannelConfig, SimConfig, StoreKind
-from statechan.cluster.sim import ChannelState, Cluster
+from statechan.cluster.sim import Cluster
 from statechan.cluster.value import (
     Value,
     capture,
@@ -59,6 +59,7 @@ from statechan.cluster.value import (
     rewindable,
     signature,
 )
+from statechan.observation import Observation
 from statechan.values import ServiceUnitStateData
 
 ADMIN_KINDS = ("transfer", "split", "unload")
@@ -332,17 +333,20 @@ def checker_config(bounds: Bounds, store: StoreKind, variant: str) -> SimConfig:
     )
 
 
-def settled(cluster: Cluster, views_agree: bool = True) -> bool:
+def settled(cluster: Cluster, views_agree: bool = True, obs: Observation | None = None) -> bool:
     """Nothing waits to be delivered or run, no bundle is in flight in any running view, and the
     running brokers' views agree (unless ``views_agree`` is off, with ``views-converge`` left
-    out): where every fair run must get back to."""
-    if not cluster.quiescent():
+    out): where every fair run must get back to. Read from ``obs`` (the cluster's observation
+    now) when given."""
+    obs = obs if obs is not None else cluster.observe()
+    if not obs.quiescent:
         return False
-    views = [b.view.data() for b in cluster.brokers.values() if b.alive and b.channel is ChannelState.Started]
+    in_flight = cluster.model.in_flight
+    views = [view for broker_id, view in obs.views.items() if broker_id in obs.started]
     for view in views:
-        if any(value.state in cluster.model.in_flight for value in view.values()):
+        if any(value.state in in_flight for value in view.values()):
             return False
-    return not views_agree or all(dict(view) == dict(views[0]) for view in views[1:])
+    return not views_agree or all(view == views[0] for view in views[1:])
 
 
 def _channel_transitions(
@@ -731,7 +735,7 @@ class _Expander:
                     step.own_checks = step.own_checks or bool(step.broken)
                 if not known(step.key) and step.key not in fresh:
                     fresh.add(step.key)
-                    step.settled = settled(child, self.agree)
+                    step.settled = settled(child, self.agree, after)
                     step.label = state_label(child) if self.keep_graph else ""
                     if visitor is not None:
                         visitor(child, {kind: budget[kind] - child_spent[kind] for kind in budget})

@@ -431,3 +431,15 @@ def test_the_observation_reads_every_node_when_the_trace_was_emptied_and_grew_ag
     cluster.trace[:] = [{"kind": "note", "offset": n} for n in range(seen + 1)]
     settle_lookup(second)  # written past it
     assert set(cluster.observe().channel) == {first, second} == set(settled_now(cluster))
+
+
+def test_an_observation_built_fast_is_the_one_the_constructor_builds() -> None:
+    cluster = Cluster(SimConfig(brokers=2, namespaces=1, bundles_per_namespace=1))
+    cluster.drain()
+    fast = cluster.observe()
+    slow = Observation(**fast.__dict__)
+    assert fast == slow
+    with pytest.raises(TypeError, match="channel"):
+        Observation.of(**{k: v for k, v in fast.__dict__.items() if k != "channel"})
+    with pytest.raises(TypeError, match="extra"):
+        Observation.of(**fast.__dict__, extra=1)

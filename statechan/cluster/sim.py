@@ -1368,7 +1368,7 @@ class Cluster:
         (views copied), so the step invariants can compare it with the next one."""
         running = {b.id: b for b in self.brokers.values() if b.alive}
         settled = self._settled_channel()
-        return Observation(
+        return Observation.of(
             time=self.clock.now_ms(),
             step=len(self.history),
             views={i: b.view.snapshot() for i, b in running.items()},
