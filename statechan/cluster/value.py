@@ -299,8 +299,13 @@ def _topic(cap: _Capture, topic: Topic) -> Value:
     )
 
 
-def _view(cap: _Capture, view: Any) -> Value:
-    """A view's items in the order it holds them (the leader iterates them), its reader's position."""
+def _view(cap: _Capture, view: Any, alive: bool = True) -> Value:
+    """A view's items in the order it holds them (the leader iterates them), its reader's position.
+    A dead broker's view is left out (empty, at the start): nothing reads it again (a restart
+    builds a new broker reading the log from the start; invariants, loads and actions read running
+    brokers), so states that differ only in how far a crashed broker had read are one state."""
+    if not alive:
+        return ((), 0 if isinstance(view, SystemTopicTableView) else None, view.started, view.closed)
     data = tuple((key, cap.value(value)) for key, value in view._data.items())  # in order: it is iterated
     position = view.reader.position if isinstance(view, SystemTopicTableView) else None
     return (data, position, view.started, view.closed)
@@ -348,7 +353,7 @@ def _broker(cap: _Capture, broker: Broker, owner: dict[int, str], live: dict[int
         broker.incarnation,
         broker.alive,
         _CHANNEL[broker.channel],
-        _view(cap, broker.view),
+        _view(cap, broker.view, broker.alive),
         cap.name(broker.client.name),
         broker.monitor_scheduled,
         tasks,
@@ -647,7 +652,7 @@ def quick_signature(broker: Broker) -> tuple[Any, ...]:
         len(broker.tasks),
         len(broker.pending_lookups),
         len(broker.cleanup_jobs),
-        len(broker.view._data),  # type: ignore[attr-defined]
+        len(broker.view._data) if broker.alive else 0,  # type: ignore[attr-defined]
     )
 
 
@@ -671,11 +676,13 @@ def signature(cluster: Cluster, broker_id: str) -> tuple[Any, ...]:
         tuple(
             (key, _STATE[v.state], v.version_id, v.dst_broker == broker_id, v.source_broker == broker_id)
             for key, v in view._data.items()  # type: ignore[attr-defined]
-        ),
+        )
+        if broker.alive
+        else (),
         client.connected,
         client.closed,
         len(client._queue),
-        view.reader.position if isinstance(view, SystemTopicTableView) else -1,
+        view.reader.position if isinstance(view, SystemTopicTableView) and broker.alive else -1,
         cluster.store.get(_REGISTRY + broker_id) is not None,
         len(broker.cleanup_jobs),
     )
