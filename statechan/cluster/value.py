@@ -133,6 +133,19 @@ def _registry_entry(data: bytes) -> tuple[str, Any] | None:
     return found  # type: ignore[return-value]
 
 
+def _renamed(names: Mapping[str, str], memo: dict[str, str], text: str) -> str:
+    """``text`` with every broker id in it renamed by ``names`` (remembered in ``memo``)."""
+    known = names.get(text)
+    if known is not None:
+        return known
+    done = memo.get(text)
+    if done is None:
+        done = memo[text] = (
+            _BROKER_ID.sub(lambda m: names.get(m.group(), m.group()), text) if "broker-" in text else text
+        )
+    return done
+
+
 class _Capture:
     """One capture: the clock, the age cap and the renaming, with the small caches a capture reuses."""
 
@@ -163,14 +176,7 @@ class _Capture:
         """``text`` with every broker id in it renamed."""
         if text is None or not self.names:
             return text
-        known = self.names.get(text)
-        if known is not None:
-            return known
-        done = self._renamed.get(text)
-        if done is None:
-            done = _BROKER_ID.sub(lambda m: self.names.get(m.group(), m.group()), text) if "broker-" in text else text
-            self._renamed[text] = done
-        return done
+        return _renamed(self.names, self._renamed, text)
 
     def value(self, data: ServiceUnitStateData | None) -> Value | None:
         if data is None:
@@ -451,16 +457,7 @@ class _Rename:
         self._strings, self._parts = shared
 
     def name(self, text: Any) -> Any:
-        if text is None:
-            return None
-        known = self.names.get(text)
-        if known is not None:
-            return known
-        done = self._strings.get(text)
-        if done is None:
-            done = _BROKER_ID.sub(lambda m: self.names.get(m.group(), m.group()), text) if "broker-" in text else text
-            self._strings[text] = done
-        return done
+        return None if text is None else _renamed(self.names, self._strings, text)
 
     def value(self, value: Value | None) -> Value | None:
         if value is None:
