@@ -11,9 +11,12 @@ picks so ``statechan replay`` follows it exactly.
 A state is a value (:func:`statechan.cluster.value.capture`): nested tuples holding everything that
 decides what can happen next, times as ages capped beyond the longest timeout (so a monitor tick
 that changes nothing leads back to a state already seen). The queue holds values; each successor
-is stepped on a cluster restored from its parent's value, and the fingerprint hashes the value's
-text. With symmetry on, it is the least over the renamings of the broker ids that order the
-brokers by a renaming-invariant signature (brokers are interchangeable but for what the state says).
+is stepped on a copy of its parent (the expanded copy, one rewound in place from a sibling, or one
+restored from the value), and the fingerprint is the value's 64-bit hash. With symmetry on, it is
+the least over the renamings of the broker ids that order the brokers by a renaming-invariant
+signature (brokers are interchangeable but for what the state says), each a renaming of the one
+captured value. Step invariants are checked on every transition, state invariants on every new
+state.
 """
 
 from __future__ import annotations
