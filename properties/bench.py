@@ -90,11 +90,6 @@ def history_violations_of(cluster: Cluster) -> list[Violation]:
     return check_trace(cluster.trace, cluster.storage, cluster.model.name, simulation_ids(), settings)
 
 
-def step_violations_of(before: Observation, after: Observation) -> list[Violation]:
-    """The catalogue's default step invariants from one observation of a run to the next."""
-    return check_step(before, after)
-
-
 def timeline_check() -> ObservationCheck:
     """A check for one timeline replay: the cluster invariants at each step, and the step
     invariants from each step's observation to the next."""
@@ -232,7 +227,7 @@ class ChannelMachine(RuleBasedStateMachine):
     def _check_now(self) -> None:
         """The cluster invariants on the observation now, the step invariants from the last one."""
         now = self.cluster.observe()
-        found = check(now) + step_violations_of(self._last, now)
+        found = check(now) + check_step(self._last, now)
         self._last = now
         if found:
             self.fail(found)

@@ -890,6 +890,11 @@ def restore(value: Value, now: int, like: Cluster, picks: bool = True) -> Cluste
     return cluster
 
 
+_FIELDS: list[frozenset[str]] = []
+"""The attributes :func:`restore` gives a cluster (learnt from the first one it builds; a cluster
+is rewound only after a restore, as the search's first state is restored from its value)."""
+
+
 def _fill_topic(r: _Restore, topic: Topic, topic_v: Value) -> None:
     """Make ``topic`` hold ``topic_v``: its log, the compacted snapshot and the compaction's marks."""
     log_v, compacted_v, horizon, threshold, since = topic_v
@@ -982,6 +987,8 @@ def rewindable(cluster: Cluster, value: Value, now: int, stepped: Value) -> bool
         return False
     if cluster.clock.now_ms() != now:
         return False
+    if value[1][1] != stepped[1][1] and [c[0] for c in value[1][1]] != [c[0] for c in stepped[1][1]]:
+        return False  # the store's clients (by name, in name order) are not the same ones
     before, after = value[2], stepped[2]
     if len(before) != len(after):
         return False
@@ -998,8 +1005,8 @@ def rewind(cluster: Cluster, value: Value, now: int, stepped: Value) -> bool:
     """Make ``cluster`` hold ``value`` (at ``now``) again after one step took it to ``stepped``
     (its value then), rebuilding in place only the parts of it the step changed: most steps
     change one broker, the topic or the store, and rebuilding those costs a fraction of a
-    :func:`restore`. False, leaving the cluster unusable, where it is not :func:`rewindable`
-    (or a client the store held is gone): the caller restores instead."""
+    :func:`restore`. False, leaving the cluster as it is, where it is not :func:`rewindable`:
+    the caller restores instead."""
     if not rewindable(cluster, value, now, stepped):
         return False
     store = cluster.store
@@ -1009,8 +1016,6 @@ def rewind(cluster: Cluster, value: Value, now: int, stepped: Value) -> bool:
     if value[1] != stepped[1]:
         nodes_v, clients_v = value[1]
         clients = {client.name: client for client in store._clients}
-        if len(clients) != len(clients_v) or any(name not in clients for name, *_ in clients_v):
-            return False
         for name, connected, closed, queue_v in clients_v:
             client = clients[name]
             client.connected = connected
@@ -1028,19 +1033,9 @@ def rewind(cluster: Cluster, value: Value, now: int, stepped: Value) -> bool:
     _fill_rest(r, cluster, value, stepped)
     # what a cluster works out and keeps as it runs (the observation's fold of the channel) is
     # not in its value: a restored cluster starts without it, and so does a rewound one
-    for name in cluster.__dict__.keys() - _restored_fields(cluster):
+    for name in cluster.__dict__.keys() - _FIELDS[0]:
         del cluster.__dict__[name]
     return True
-
-
-_FIELDS: list[frozenset[str]] = []
-
-
-def _restored_fields(cluster: Cluster) -> frozenset[str]:
-    """The attributes :func:`restore` gives a cluster (learnt from the first one restored)."""
-    if not _FIELDS:
-        _FIELDS.append(frozenset(cluster.__dict__))  # a rewound cluster was restored first
-    return _FIELDS[0]
 
 
 def _client_of(store: MetadataStore, name: str, connected: bool, closed: bool, queue_v: Value) -> StoreClient:
