@@ -19,7 +19,7 @@ import pytest
 from statechan.checker import Bounds, check, checker_config, fingerprint_cap
 from statechan.cluster import Cluster, StoreKind
 from statechan.cluster import value as value_module
-from statechan.cluster.actions import Action, Tick
+from statechan.cluster.actions import Action, Lookup, Tick
 from statechan.cluster.value import Value, capture, rename, restore, rewind
 from statechan.observation import Observation
 
@@ -104,6 +104,47 @@ def test_times_are_ages_capped_past_the_longest_timeout() -> None:
     assert capture(cluster, cap) == far
     assert isinstance(hash(far), int)
     assert Tick() in cluster.enabled_actions() or not cluster.live_timers()
+
+
+def _two_lookups(first: str, second: str) -> Cluster:
+    """Two brokers each take a lookup at the same time: their timeouts fall due together."""
+    config = checker_config(Bounds(lookups=2, timely_delivery_ms=None), StoreKind.system_topic, "current")
+    cluster = Cluster(config, picks=[])
+    cluster.drain()
+    cluster.step(Tick())  # the leader's first monitor run, due at once
+    key = cluster.sorted_bundle_keys()[0]
+    cluster.step(Lookup(first, key))
+    cluster.step(Lookup(second, key))
+    return cluster
+
+
+def test_timers_of_two_brokers_due_together_fire_in_either_order_and_are_one_state() -> None:
+    """Which broker scheduled its timer first is no part of the state (no common executor orders
+    them); a tick names the broker whose timer fires, and each order is a different run."""
+    one, two = "broker-1:8080", "broker-2:8080"
+    forward, backward = _two_lookups(one, two), _two_lookups(two, one)
+    cap = fingerprint_cap(forward.config.channel)
+    assert [t.broker for t in forward.live_timers()] != [t.broker for t in backward.live_timers()]
+    assert capture(forward, cap) == capture(backward, cap)
+    ticks = [a for a in forward.enabled_actions() if isinstance(a, Tick)]
+    assert ticks == [Tick(one), Tick(two)]
+    fired = []
+    for tick in ticks:
+        copy: Cluster = pickle.loads(pickle.dumps(forward))
+        copy.step(tick)
+        fired.append(capture(copy, cap))
+        waiting = [t.broker for t in copy.live_timers() if t.kind == "lookup-timeout"]
+        assert waiting == [one if tick.broker == two else two]
+    assert fired[0] != fired[1]
+    with pytest.raises(ValueError, match="no timer of"):
+        forward.step(Tick("broker-3:8080"))
+    # a restored copy keeps neither order, and fires the one a tick names
+    restored = restore(capture(forward, cap), forward.clock.now_ms(), forward)
+    for tick, expected in zip(ticks, fired, strict=True):
+        again = restore(capture(forward, cap), forward.clock.now_ms(), forward)
+        again.step(tick)
+        assert capture(again, cap) == expected
+    assert [a for a in restored.enabled_actions() if isinstance(a, Tick)] == ticks
 
 
 def test_a_value_names_brokers_only_as_the_renaming_says() -> None:

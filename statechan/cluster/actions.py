@@ -89,9 +89,16 @@ class Split(Action):
 
 @dataclass(frozen=True, order=True)
 class Tick(Action):
-    """The clock moves to the next timer and it fires."""
+    """The clock moves to the next timer and it fires.
+
+    ``broker`` chooses among timers of several brokers that fall due at the same time: the next
+    timer of that broker fires (its own timers fire in the order they were scheduled, as one
+    executor runs them). Empty: the timer scheduled first, as the simulator runs them. Different
+    brokers (and ZooKeeper's session expiry) keep no common order, so the model checker takes
+    each, and its states need not remember which of two such timers was scheduled first."""
 
     kind: ClassVar[str] = "tick"
+    broker: str = ""
 
 
 @dataclass(frozen=True, order=True)

@@ -1045,6 +1045,15 @@ class Cluster:
         its cancelled and dead entries, or the sequence numbers (only their order breaks ties)."""
         return sorted(t for t in self._timers if not t.cancelled and self._timer_live(t))
 
+    def tied_timer_brokers(self) -> list[str]:
+        """The brokers whose timers fall due first, at the same time, when there are several (a
+        :class:`Tick` then names the one that fires); empty when one broker's timer is next."""
+        first = self.next_timer()
+        if first is None:
+            return []
+        brokers = {t.broker for t in self._timers if t.due == first.due and not t.cancelled and self._timer_live(t)}
+        return sorted(brokers) if len(brokers) > 1 else []
+
     def _timer_live(self, timer: _Timer) -> bool:
         if timer.kind == "session-expiry":
             return True
@@ -1144,7 +1153,8 @@ class Cluster:
             else:
                 actions.append(Restart(broker_id))
         if self._tick_allowed():
-            actions.append(Tick())
+            tied = self.tied_timer_brokers()
+            actions.extend([Tick(broker) for broker in tied] if tied else [Tick()])
         if (
             self.storage is StorageType.SystemTopic
             and self.topic.end > self.topic.horizon
@@ -1254,7 +1264,7 @@ class Cluster:
         elif isinstance(action, Tick):
             if self.next_timer() is not None and not self._tick_allowed():
                 raise ValueError("tick: work has waited the timely-delivery bound; deliver it first")
-            self._tick()
+            self._tick(action.broker)
         elif isinstance(action, Wait):
             if action.ms < 0:
                 raise ValueError(f"{action.describe()}: time only moves forward")
@@ -1323,11 +1333,23 @@ class Cluster:
         broker.do_cleanup(broker.id, gracefully=True)
         self.schedule("shutdown-complete", broker, OWNERSHIP_CLEAN_UP_MAX_WAIT_TIME_IN_MILLIS)
 
-    def _tick(self) -> None:
+    def _tick(self, broker_id: str = "") -> None:
         timer = self.next_timer()
         if timer is None:
             raise ValueError("tick: no timer is pending")
-        heapq.heappop(self._timers)
+        if broker_id and timer.broker != broker_id:
+            # another broker's timer due at the same time fires first: its own first timer
+            first = timer
+            timer = min(
+                (t for t in self._timers if t.broker == broker_id and not t.cancelled and self._timer_live(t)),
+                default=first,
+            )
+            if timer.broker != broker_id or timer.due != first.due:
+                raise ValueError(f"tick({broker_id}): no timer of {broker_id} is due first")
+            self._timers.remove(timer)
+            heapq.heapify(self._timers)
+        else:
+            heapq.heappop(self._timers)
         if timer.due > self.clock.now_ms():
             self.clock.set(timer.due)
         if timer.kind == "session-expiry":

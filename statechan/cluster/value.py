@@ -339,6 +339,15 @@ def _timer(cap: _Capture, timer: _Timer) -> Value:
     return (cap.age(timer.due), timer.kind, cap.name(timer.broker), timer.incarnation, cap.name(timer.key))
 
 
+def _timer_order(form: tuple[Value, object]) -> tuple[int, str]:
+    """Timers in the order a value keeps them: by due time, then by broker (renamed), each
+    broker's own in the order they were scheduled (a stable sort of the firing order). Which of two
+    brokers' timers due together was scheduled first is not kept: either may fire first
+    (:class:`~statechan.cluster.actions.Tick` names the broker)."""
+    age, _kind, broker = form[0][:3]
+    return (-age if isinstance(age, int) else 0, broker)
+
+
 def _broker(cap: _Capture, broker: Broker, owner: dict[int, str], live: dict[int, int]) -> Value:
     pendings: list[PendingPut] = []
     tasks = tuple(_task(cap, t, owner, pendings) for t in broker.tasks) if broker.tasks else ()
@@ -402,14 +411,14 @@ def capture(cluster: Cluster, cap: int, names: Mapping[str, str] | None = None) 
     owner = {id(b.view): b.id for b in cluster.brokers.values()}
     if cluster.syncer is not None:
         owner[id(cluster.syncer.store_view)] = "syncer"
-    live_timers = cluster.live_timers()
-    live = {id(t): i for i, t in enumerate(live_timers)}
+    forms = sorted(((_timer(c, t), t) for t in cluster.live_timers()), key=_timer_order)
+    live = {id(t): i for i, (_form, t) in enumerate(forms)}
     brokers = sorted(_broker(c, b, owner, live) for b in cluster.brokers.values())
     return (
         _topic(c, cluster.topic),
         _store(c, store, {s: c.name(n) or n for s, n in sessions.items()}),
         tuple(brokers),
-        tuple(_timer(c, t) for t in live_timers),
+        tuple(form for form, _t in forms),
         tuple(sorted((c.name(b), n) for b, n in cluster.incarnations.items())),
         tuple(
             sorted(
@@ -444,10 +453,12 @@ identity of the part renamed, each kept alive beside its renamed form."""
 class _Rename:
     """One renaming of a captured value's broker ids, with the caches its renamings share."""
 
-    __slots__ = ("_parts", "_strings", "names")
+    __slots__ = ("_parts", "_strings", "names", "timer_index")
 
     def __init__(self, names: Mapping[str, str]) -> None:
         self.names = names
+        self.timer_index: Callable[[int], int] = int
+        """A timer's index in the renamed value, by its index in the value renamed."""
         context = tuple(sorted(names.items()))
         shared = _RENAMES.get(context)
         if shared is None or len(shared[1]) > 200_000:
@@ -549,7 +560,8 @@ class _Rename:
             event,
             tuple(
                 sorted(
-                    (self.name(target), index, self.timer(timer), cancelled) for target, index, timer, cancelled in jobs
+                    (self.name(target), self.timer_index(index) if index >= 0 else index, self.timer(timer), cancelled)
+                    for target, index, timer, cancelled in jobs
                 )
             )
             if jobs
@@ -597,11 +609,16 @@ def rename(value: Value, names: Mapping[str, str] | None) -> Value:
         (name(client), connected, closed, tuple(item if len(item) == 1 else (item[0], name(item[1])) for item in queue))
         for client, connected, closed, queue in clients
     )
+    ordered = sorted(((r.timer(timer), i) for i, timer in enumerate(timers)), key=_timer_order)
+    if any(i != j for j, (_form, i) in enumerate(ordered)):
+        # brokers' timers due together changed places: the clean-up jobs' indexes follow them
+        moved = {i: j for j, (_form, i) in enumerate(ordered)}
+        r.timer_index = moved.__getitem__
     return (
         (r.log(log), compacted, horizon, threshold, since),
         (tuple(renamed_nodes), tuple(renamed_clients)),
         tuple(sorted(r.broker(record) for record in brokers)),
-        tuple(r.timer(timer) for timer in timers),
+        tuple(form for form, _i in ordered),
         tuple(sorted((name(b), n) for b, n in incarnations)),
         tuple(sorted((name(b), *rest) for b, *rest in loads)),
         namespaces,
