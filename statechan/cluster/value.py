@@ -109,7 +109,7 @@ def decode(data: bytes) -> ServiceUnitStateData | None:
     return found  # type: ignore[return-value]
 
 
-_Context = tuple[int, int, tuple[tuple[str, str], ...]]
+_Context = tuple[int, int, tuple[tuple[str, str], ...], bool]
 _SHARED: dict[_Context, tuple[dict[str, str], dict[object, tuple[object, Any]]]] = {}
 """What captures at one time, cap and renaming share: renamed strings, and the captured form of
 immutable objects (values, messages) by identity, each kept alive beside its form so its identity
@@ -149,13 +149,16 @@ def _renamed(names: Mapping[str, str], memo: dict[str, str], text: str) -> str:
 class _Capture:
     """One capture: the clock, the age cap and the renaming, with the small caches a capture reuses."""
 
-    __slots__ = ("_renamed", "_values", "cap", "names", "now", "pendings")
+    __slots__ = ("_renamed", "_values", "cap", "names", "now", "pendings", "producers")
 
-    def __init__(self, now: int, cap: int, names: Mapping[str, str] | None) -> None:
+    def __init__(self, now: int, cap: int, names: Mapping[str, str] | None, producers: bool = True) -> None:
         self.now = now
         self.cap = cap
         self.names: Mapping[str, str] = names or {}
-        context = (now, cap, tuple(sorted(self.names.items())))
+        self.producers = producers
+        """Whether a message's producer is part of the state: only the syncer reads it (to know
+        its own echoes); without one, who wrote a record the readers fold alike is history."""
+        context = (now, cap, tuple(sorted(self.names.items())), producers)
         shared = _SHARED.get(context)
         if shared is None or len(shared[1]) > 200_000:
             if len(_SHARED) >= 64:
@@ -207,7 +210,8 @@ class _Capture:
         except MalformedValueError:
             decoded = ("raw", message.payload)
         payload = decoded if isinstance(decoded, tuple) else self.value(decoded)  # type: ignore[arg-type]
-        out = (message.key, payload, self.age(message.publish_time), self.name(message.producer), message.ledger)
+        producer = self.name(message.producer) if self.producers else None
+        out = (message.key, payload, self.age(message.publish_time), producer, message.ledger)
         self._values[id(message)] = (message, out)
         return out
 
@@ -406,7 +410,7 @@ def capture(cluster: Cluster, cap: int, names: Mapping[str, str] | None = None) 
     store = cluster.store
     if not isinstance(store, MetadataStore):
         raise NotCapturableError(f"only the in-process metadata store can be captured, not {type(store).__name__}")
-    c = _Capture(cluster.clock.now_ms(), cap, names)
+    c = _Capture(cluster.clock.now_ms(), cap, names, cluster.syncer is not None)
     sessions = {client.session_id: client.name for client in store._clients}
     owner = {id(b.view): b.id for b in cluster.brokers.values()}
     if cluster.syncer is not None:
