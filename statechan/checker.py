@@ -299,6 +299,15 @@ class CheckResult:
     coverage: dict[tuple[str, str], Counter[str]] = field(default_factory=dict)
     nodes: list[Node] = field(default_factory=list)
     """The explored graph, with ``keep_graph``: for :func:`graph_text`."""
+    por: bool = False
+    """Partial-order reduction applied (asked for, and the store is the system topic alone)."""
+    reduced: int = 0
+    """States expanded through one delivery alone (partial-order reduction)."""
+    por_blockers: Counter[str] = field(default_factory=Counter)
+    """Why states with a delivery pending were fully expanded: for each, the reasons its candidates gave."""
+    full_states: int = 0
+    """Distinct states of the same complete search without partial-order reduction, when measured
+    (``measure_por``: a second search)."""
 
     @property
     def ok(self) -> bool:
@@ -426,6 +435,8 @@ def check(
     visitor: Visitor | None = None,
     verify_fingerprints: bool = False,
     workers: int = 1,
+    por: bool = False,
+    measure_por: bool = False,
 ) -> CheckResult:
     """Explore every run within ``bounds`` breadth first; stop at the first broken invariant.
 
@@ -436,7 +447,14 @@ def check(
     ``workers`` > 1 expands the queued states in that many processes, a batch at a time, and
     merges their successors here in the order the states were queued: the same states, verdict
     and shortest counterexample as one worker. A ``visitor`` or ``verify_fingerprints`` needs the
-    states here, so either keeps the search in this process."""
+    states here, so either keeps the search in this process.
+
+    ``por`` (the CLI's default; off here, so tests that sample the whole space get it) expands a
+    state through one delivery alone where that is shown sound
+    (partial-order reduction, system topic without the syncer; see docs/checker.md): the same
+    verdict, and every state without a pending delivery, in fewer states. Its cycle proviso asks
+    whether a successor is new to the whole search, so it keeps the search in this process too.
+    ``measure_por`` runs the search again without it, for the factor (``full_states``)."""
     from statechan.invariants.catalogue import simulation_ids
 
     bounds = bounds if bounds is not None else Bounds()
@@ -445,10 +463,11 @@ def check(
     ids = list(invariants) if invariants is not None else simulation_ids()
     if workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
-    if visitor is not None or verify_fingerprints:
+    por = por and _por_applies(bounds, store)
+    if visitor is not None or verify_fingerprints or por:
         workers = 1
-    result = CheckResult(bounds, store, variant)
-    expander = _expander(bounds, store, variant, symmetry, ids, keep_graph, verify_fingerprints)
+    result = CheckResult(bounds, store, variant, por=por)
+    expander = _expander(bounds, store, variant, symmetry, ids, keep_graph, verify_fingerprints, por)
     root = expander.root
     started = time.perf_counter()
     last_report = started
@@ -463,6 +482,15 @@ def check(
     if keep_graph:
         result.nodes = nodes
     queue: deque[_Queued] = deque([(0, root_value, root.clock.now_ms(), Counter(), None)])
+
+    def finish() -> CheckResult:
+        result.reduced, result.por_blockers = expander.reduced, expander.blockers
+        return _finish(result, nodes, started)
+
+    def depth_of(key: bytes) -> int | None:
+        """The depth of a state the search holds (for the reduction's cycle proviso)."""
+        known = ids_of.get(key)
+        return None if known is None else nodes[known].depth
 
     def fail(node_id: int, broken: Sequence[object], step: tuple[Action, tuple[int, ...]] | None = None) -> None:
         """The search ends on ``broken``: the run to ``node_id`` (and then ``step``, when the
@@ -483,7 +511,7 @@ def check(
                     item = queue.popleft()
                     fresh = set[bytes]()
                     depth = nodes[item[0]].depth
-                    yield item, expander.expand(item[1:], depth, ids_of.__contains__, visitor, fresh)
+                    yield item, expander.expand(item[1:], depth, ids_of.__contains__, visitor, fresh, depth_of=depth_of)
                     continue
                 inflight: deque[_Queued] = deque()
 
@@ -524,7 +552,7 @@ def check(
                     node.successors.append((known, step.action, step.picks))
                     if step.broken:
                         fail(known, step.broken)
-                        return _finish(result, nodes, started)
+                        return finish()
                     assert step.value is not None
                     queue.append((known, step.value, step.now, step.spent, step.live))
                     continue
@@ -533,7 +561,7 @@ def check(
                     # the answers a step gave are its own (not the state's): checked on every
                     # step that gives some, also one that leads back to a known state
                     fail(node_id, step.broken, (step.action, step.picks))
-                    return _finish(result, nodes, started)
+                    return finish()
             if len(nodes) >= max_states:
                 result.complete = False
                 result.stopped = f"state bound {max_states:,}"
@@ -556,12 +584,17 @@ def check(
     finally:
         if pool is not None:
             pool.terminate()
-    _finish(result, nodes, started)
+    finish()
     if result.violation is None and result.complete:
         _liveness(result, nodes)
     if measure_symmetry and symmetry and result.complete and result.ok:
-        plain = check(bounds, store, variant, False, max_states, max_seconds, max_memory_mb, invariants=ids)
+        plain = check(bounds, store, variant, False, max_states, max_seconds, max_memory_mb, invariants=ids, por=por)
         result.concrete_states = plain.states if plain.complete else 0
+    if measure_por and por and result.complete and result.ok:
+        full = check(
+            bounds, store, variant, symmetry, max_states, max_seconds, max_memory_mb, invariants=ids, por=False
+        )
+        result.full_states = full.states if full.complete else 0
     return result
 
 
@@ -612,7 +645,14 @@ class _Expander:
         ids: list[str],
         keep_graph: bool,
         values: dict[bytes, Value] | None,
+        por: bool = False,
     ) -> None:
+        self.por = por
+        """Partial-order reduction: expand a state through one delivery where that is sound."""
+        self.reduced = 0
+        """States expanded through one delivery alone."""
+        self.blockers: Counter[str] = Counter()
+        """Why a candidate delivery was not taken alone, by reason (for tuning and the docs)."""
         self.root = root
         self.bounds = bounds
         self.budget = bounds.budget()
@@ -646,10 +686,13 @@ class _Expander:
         visitor: Visitor | None,
         fresh: set[bytes],
         exact: bool = True,
+        depth_of: Callable[[bytes], int | None] | None = None,
     ) -> _Expansion:
         """The successors of ``item`` (a queued state at ``depth``). ``known`` says which keys the
         search holds; with ``exact`` it holds them all, so the expansion stops at the first step
-        that breaks an invariant (with several workers it cannot know, and takes every step)."""
+        that breaks an invariant (with several workers it cannot know, and takes every step).
+        ``depth_of`` gives a known state's depth: with it (one process), a state may be expanded
+        through one delivery alone (partial-order reduction, :func:`_por_candidates`)."""
         from statechan.invariants.catalogue import check as check_invariants
         from statechan.invariants.catalogue import check_step
 
@@ -678,11 +721,21 @@ class _Expander:
         # go last, so no sibling after them needs a restore; the order changes no state's
         # depth, only which of equally short runs is met first
         taken.sort(key=lambda pair: pair[1] in _UNREWOUND)
+        ready: dict[Action, _PorCandidate] = {}
+        if self.por and exact and depth_of is not None:
+            candidates = _por_candidates(cluster, taken, budget, spent, bounds)
+            ready = {c.action: c for c in candidates if not c.reasons - {"tick-clock"}}
+            for blocked in candidates:
+                if blocked.action not in ready:
+                    self.blockers.update(blocked.reasons)
+            # the candidates go first: the first whose step passes the checks is the ample set
+            taken.sort(key=lambda pair: pair[0] not in ready)
         # what each successor is compared with (the step invariants, the edges it took): read
         # now, as the expanded copy is stepped first
         before = cluster.observe()
         for index, (action, kind) in enumerate(taken):
             reader = action.broker if isinstance(action, Deliver) else None
+            candidate = ready.get(action)
             # every sequence of placement picks the step can make, in lexicographic order: a plan
             # fixes a prefix, the choices after it take candidate 0, and each of those choices'
             # other candidates is a plan of its own (a clean-up may place several orphans)
@@ -703,6 +756,7 @@ class _Expander:
                 if child is None:
                     child = restore(frozen, at, self.root)
                 child.plan = deque(plan)
+                trial = _por_before(child, candidate.action.broker) if candidate is not None else None
                 try:
                     child.step(action)
                 except ValueError:
@@ -736,7 +790,19 @@ class _Expander:
                     # also one that leads back to a known state
                     step.broken = check_step(before, after, self.steps)
                     step.own_checks = step.own_checks or bool(step.broken)
-                if not known(step.key) and step.key not in fresh:
+                new = not known(step.key) and step.key not in fresh
+                ample = False
+                if candidate is not None and trial is not None:
+                    why = _por_after(trial, child, before, after, candidate, budget, spent, bounds)
+                    if made:
+                        why.append("placement")  # one pick of the delivery is not all of it
+                    if not new and (depth_of is None or depth_of(step.key) != depth + 1):
+                        # the proviso: neither new nor on the next level, the edge could close a cycle
+                        # of reduced states (every reduced edge goes one level deeper: none can)
+                        why.append("proviso")
+                    ample = not why
+                    self.blockers.update(why)
+                if new:
                     fresh.add(step.key)
                     step.settled = settled(child, self.agree, after)
                     step.label = state_label(child) if self.keep_graph else ""
@@ -746,7 +812,7 @@ class _Expander:
                     child.answers.clear()
                     step.value = own
                     step.now, step.spent = child.clock.now_ms(), child_spent
-                    last = index == len(taken) - 1 and not plans
+                    last = ample or (index == len(taken) - 1 and not plans)
                     if exact and self.kept < LIVE_KEPT and (last or not rewindable(child, frozen, at, own)):
                         # nothing steps this cluster again before it is expanded: keep it, and
                         # expanding the state needs no restore. Only the last successor's, or one
@@ -766,6 +832,17 @@ class _Expander:
                 expansion.steps.append(step)
                 if exact and step.broken:
                     return expansion
+                if ample:
+                    # the ample set is this delivery alone: the candidates tried before it are not in it
+                    for other in expansion.steps[:-1]:
+                        if other.live is not None:
+                            dispose(other.live)
+                            self.kept -= 1
+                    expansion.steps = [step]
+                    self.reduced += 1
+                    if stale is not None:
+                        dispose(stale[0])
+                    return expansion
         if stale is not None:
             dispose(stale[0])
         return expansion
@@ -783,13 +860,14 @@ def _expander(
     ids: list[str],
     keep_graph: bool,
     verify: bool = False,
+    por: bool = False,
 ) -> _Expander:
     """The search's expander, from the root state of ``bounds`` (the same in every worker)."""
     config = checker_config(bounds, store, variant)
     root = Cluster(config, picks=[])
     root.trace.clear()
     fingerprint = Fingerprinter(bounds.brokers, fingerprint_cap(config.channel), symmetry)
-    return _Expander(root, bounds, fingerprint, ids, keep_graph, {} if verify else None)
+    return _Expander(root, bounds, fingerprint, ids, keep_graph, {} if verify else None, por)
 
 
 def _start_worker(
@@ -970,3 +1048,214 @@ def graph_text(result: CheckResult, fmt: str) -> str:
 def _action_label(action: Action) -> str:
     text = _BROKER.sub(lambda m: "b" + m.group(1), action.describe())
     return re.sub(r"[\w-]+/[\w-]+/", "", text).replace('"', "'")
+
+
+# -- partial-order reduction -----------------------------------------------------------------------
+# A state's ample set is one delivery, Deliver(b), where the conditions below show it persistent (no
+# action outside it that depends on it can happen before it: C1), unable to hide a broken state or
+# step invariant (C2, in the form safety needs), and its successor new or one level deeper (C3, the
+# proviso of a breadth-first search). The argument, condition by condition: docs/por.md.
+
+
+def _por_applies(bounds: Bounds, store: StoreKind) -> bool:
+    """Where the reduction is argued: the system topic alone (a store notification re-reads its
+    node, so it depends on every write to it), with timely delivery (which bounds the ticks that
+    can come before a delivery)."""
+    return store is StoreKind.system_topic and bounds.timely_delivery_ms is not None
+
+
+@dataclass
+class _PorCandidate:
+    """A delivery that may be a state's ample set, with what keeps it from being one (read off the
+    state before it is taken) and the latest the clock can read before it is taken."""
+
+    action: Deliver
+    reasons: set[str]
+    latest: int
+
+
+def _por_candidates(
+    cluster: Cluster,
+    taken: list[tuple[Action, str | None]],
+    budget: dict[str, int],
+    spent: Counter[str],
+    bounds: Bounds,
+) -> list[_PorCandidate]:
+    """Each enabled delivery, with the reasons (read off the state) it cannot be the ample set.
+    ``tick-clock`` is dropped later if the delivery leaves a task (so it never ends the backlog)."""
+    from statechan.cluster.sim import LEADER, REGISTRY
+    from statechan.stores.metadata import NodeEvent, SessionEvent
+
+    deliveries = [a for a, _ in taken if isinstance(a, Deliver)]
+    if not deliveries:
+        return []
+    left = {kind: budget[kind] - spent[kind] for kind in budget}
+    common = {kind for kind in ("compact", "shutdown", "lose-session", "resign") if left[kind] > 0}
+    # a crash of the delivering broker disables the delivery, but absorbs it: a dead broker's view is
+    # not in the state, so crash(deliver(x)) = crash(x) and the reduced search reaches every state after it
+    brokers = list(cluster.brokers.values())
+    if any(b.alive and not b.client.connected and not b.client.closed for b in brokers):
+        common.add("reconnect")
+    now = cluster.clock.now_ms()
+    work_since = cluster._work_since
+    dead = [b.id for b in brokers if not b.alive]
+    restart_possible = left["restart"] > 0 and bool(dead)
+    # Ticks that may fire before the delivery: the timers due within the timely-delivery bound of
+    # when the backlog began (it cannot end while the delivery waits), whichever broker's fires first
+    # among those due together (Tick(b) or Tick()), and those a notification or a restart may schedule
+    # at once (a new leader's monitor, a clean-up). Such a tick commutes with the delivery if its timer
+    # is another broker's and the delivering broker cannot come to lead (its monitor and clean-up read
+    # and flush its view); and, unless the delivery leaves a task behind (so it never ends the
+    # backlog), if no tick moves the clock past when the backlog began.
+    tick_own: set[str] = set()
+    tick_leader: set[str] = set()
+    clock_risk = False
+    latest = now
+    timely = bounds.timely_delivery_ms
+    if left["tick"] > 0 and timely is not None:
+        began = work_since if work_since is not None else now
+        slack = began + timely
+        window = [t for t in cluster.live_timers() if t.due <= slack]
+        leader_events: set[str] = set()
+        deletions = False
+        for b in brokers:
+            if not b.alive:
+                continue
+            for event in b.client._queue:
+                if isinstance(event, SessionEvent) or event.path == LEADER:
+                    leader_events.add(b.id)
+                elif event.path.startswith(REGISTRY + "/") and event.event is NodeEvent.Deleted:
+                    deletions = True
+        leader = cluster.leader()
+        restart_leads = restart_possible and (leader is None or leader in dead)
+        if window or (slack >= now and (leader_events or deletions or restart_leads)):
+            latest = max(now, slack)
+            unregistered = any(not cluster.registered(b.id) for b in brokers)
+            clock_risk = (
+                began != now
+                or any(t.due != now for t in window)
+                or any(t.kind in ("cleanup", "cleanup-recheck", "session-expiry", "shutdown-complete") for t in window)
+                or deletions
+                or (unregistered and bool(window or leader_events or restart_leads))
+            )
+            expiring = any(t.kind == "session-expiry" for t in window)
+            for b in brokers:
+                if any(t.broker == b.id and t.kind != "session-expiry" for t in window):
+                    tick_own.add(b.id)
+                if leader is None or leader == b.id or b.leader_view == b.id or b.id in leader_events or expiring:
+                    tick_leader.add(b.id)
+    if work_since is not None and work_since != now and (left["lookup"] > 0 or left["admin"] > 0 or restart_possible):
+        common.add("work-since")  # the delivery may end the backlog, a lookup start a new one later
+    out: list[_PorCandidate] = []
+    for action in deliveries:
+        broker = cluster.brokers[action.broker]
+        reasons = set(common)
+        if action.broker in tick_own:
+            reasons.add("tick-own-timer")
+        if action.broker in tick_leader:
+            reasons.add("tick-leader")
+        if clock_risk:
+            reasons.add("tick-clock")  # dropped if the delivery leaves a task (see _por_after)
+        if any(isinstance(e, SessionEvent) for e in broker.client._queue):
+            reasons.add("session-event")  # a re-established session flushes the view
+        out.append(_PorCandidate(action, reasons, latest))
+    return out
+
+
+@dataclass
+class _PorBefore:
+    """What the delivering broker holds before the delivery (read on the copy it steps)."""
+
+    tasks: list[Any]
+    handled: int
+    """Records its handler has taken: a record the view accepts calls it, even if the value held stays."""
+
+
+def _por_before(cluster: Cluster, broker_id: str) -> _PorBefore:
+    broker = cluster.brokers[broker_id]
+    return _PorBefore(list(broker.tasks), sum(broker.handled.values()))
+
+
+def _por_after(
+    trial: _PorBefore,
+    child: Cluster,
+    before: Observation,
+    after: Observation,
+    candidate: _PorCandidate,
+    budget: dict[str, int],
+    spent: Counter[str],
+    bounds: Bounds,
+) -> list[str]:
+    """The reasons the delivery, now taken, cannot be the ample set (what it did decides)."""
+    from statechan.cluster.sim import _children
+    from statechan.invariants.catalogue import cleanup_bound_ms, in_flight_bound_ms
+    from statechan.states import ServiceUnitState
+
+    broker_id = candidate.action.broker
+    broker = child.brokers[broker_id]
+    why: list[str] = []
+    tasks = list(broker.tasks)
+    leaves_task = len(tasks) > len(trial.tasks) or tasks[: len(trial.tasks)] != trial.tasks
+    if "tick-clock" in candidate.reasons and not leaves_task:
+        why.append("tick-clock")  # it may end the backlog, and a tick after it start a new one later
+    if after.answers:
+        why.append("answers")  # a lookup answer is a step the invariants check
+    served, serving = before.serving.get(broker_id, set()), after.serving.get(broker_id, set())
+    if not serving >= served:
+        # single-owner reads the owned sets: a claim given up could end a breach the search has not
+        # yet seen (a claim taken cannot: a breach stays a breach)
+        why.append("owned-set")
+    elif serving != served:
+        # a claim taken changes the broker's load, which placement reads when the last report is 30 s old
+        loads_at = child._loads_at
+        if loads_at < 0 or candidate.latest - loads_at >= child.LOAD_REPORT_INTERVAL_MS:
+            why.append("loads")
+    old_view, new_view = before.views.get(broker_id, {}), after.views.get(broker_id, {})
+    changed = {k for k in old_view.keys() | new_view.keys() if old_view.get(k) != new_view.get(k)}
+    for key in changed:
+        old, new = old_view.get(key), new_view.get(key)
+        if old is not None and new is not None and new.version_id <= old.version_id:
+            # a view's step to a lower or equal version is judged by the step invariants against the
+            # channel's settled value, which writes before the delivery could change: only a step up
+            # in version is judged alike wherever the delivery is taken
+            why.append("step-version")
+            break
+    if changed and candidate.latest > child.clock.now_ms():
+        # ticks may move the clock before the delivery: the entry it replaces must not come due meanwhile
+        # (orphan-cleaned and in-flight-completes read the time; the delivery could hide a breach)
+        config, model = child.config, child.model
+        since = child.leader_since if child.leader_since is not None else child.clock.now_ms()
+        for key in changed:
+            was = old_view.get(key)
+            if was is None:
+                continue
+            if was.state in model.in_flight and candidate.latest - max(was.timestamp, since) > in_flight_bound_ms(
+                config
+            ):
+                why.append("deadline")
+            if (
+                was.state in model.active
+                and child.unregistered_at
+                and candidate.latest - since > cleanup_bound_ms(config) - 1
+            ):
+                why.append("deadline")
+    accepted = sum(broker.handled.values()) > trial.handled
+    if changed or leaves_task or accepted:
+        left = {kind: budget[kind] - spent[kind] for kind in budget}
+        if left["lookup"] > 0:
+            why.append("lookup")  # a lookup at this broker of this key would see the difference
+        if left["admin"] > 0 and any(
+            v is not None and v.state is ServiceUnitState.Owned
+            for k in changed
+            for v in (old_view.get(k), new_view.get(k))
+        ):
+            why.append("admin")
+        for task in trial.tasks:
+            # a split reads its parent and children in the view, an assignment its bundle
+            reads = {task.key} if task.kind in ("assign", "split") else set()
+            if task.kind == "split" and task.data is not None:
+                reads |= {c.key for c in _children(task.key, task.data)}
+            if reads & changed:
+                why.append("task-reads-view")
+                break
+    return why

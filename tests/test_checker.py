@@ -486,7 +486,7 @@ def test_the_search_reaches_every_state_a_search_without_abstraction_reaches(bou
         ) -> None:
             found.add(fingerprint(cluster) + repr(sorted(left.items())).encode())
 
-        result = check(bounds, store, symmetry=symmetry, visitor=visit)
+        result = check(bounds, store, symmetry=symmetry, visitor=visit, por=False)  # tests/test_por.py: with it
         assert result.complete
         assert result.ok is not broken
         assert found == expected, (symmetry, len(expected - found), len(found - expected))
@@ -532,15 +532,37 @@ def _outcome(result: CheckResult) -> tuple[object, ...]:
 def test_two_workers_make_the_search_one_worker_makes(bounds: Bounds, store: StoreKind, variant: str) -> None:
     """Expanded in two processes and merged in queue order: the same states, edges, coverage,
     graph, verdict and shortest counterexample (picks included) as in one."""
-    one = check(bounds, store, variant, keep_graph=True)
-    two = check(bounds, store, variant, keep_graph=True, workers=2)
+    # partial-order reduction keeps the search in one process: compared without it
+    one = check(bounds, store, variant, keep_graph=True, por=False)
+    two = check(bounds, store, variant, keep_graph=True, workers=2, por=False)
     assert _outcome(two) == _outcome(one)
     assert one.states > 100
 
 
 def test_a_state_bound_cuts_two_workers_where_it_cuts_one() -> None:
-    one = check(SMALL, max_states=700)
-    two = check(SMALL, max_states=700, workers=2)
+    one = check(SMALL, max_states=700, por=False)
+    two = check(SMALL, max_states=700, workers=2, por=False)
     assert not one.complete
     assert one.stopped == two.stopped == "state bound 700"
     assert (one.states, one.transitions) == (two.states, two.transitions)
+
+
+def test_partial_order_reduction_is_on_by_default_in_the_cli_on_the_system_topic_and_can_be_turned_off() -> None:
+    """On by default in ``statechan check`` where it is argued (the system topic), never on the
+    metadata store; the CLI prints how many states it expanded through one delivery, and with
+    --measure-por the factor. ``check()`` leaves it off unless asked (tests sample the whole space)."""
+    on = check(SMALL, por=True)
+    off = check(SMALL)
+    assert on.por
+    assert not off.por
+    assert on.reduced > 0
+    assert on.states < off.states
+    assert not check(Bounds(admin=0, ticks=1), StoreKind.metadata_store, por=True).por
+    out = runner.invoke(app, ["check", "--measure-por"])
+    assert out.exit_code == 0, out.output
+    assert f"{on.states:,} distinct states" in out.output
+    assert f"without it {off.states:,}" in out.output
+    plain = runner.invoke(app, ["check", "--no-por"])
+    assert plain.exit_code == 0, plain.output
+    assert f"{off.states:,} distinct states" in plain.output
+    assert "partial-order" not in plain.output
