@@ -435,7 +435,7 @@ def check(
     visitor: Visitor | None = None,
     verify_fingerprints: bool = False,
     workers: int = 1,
-    por: bool = False,
+    por: bool = True,
     measure_por: bool = False,
 ) -> CheckResult:
     """Explore every run within ``bounds`` breadth first; stop at the first broken invariant.
@@ -449,8 +449,7 @@ def check(
     and shortest counterexample as one worker. A ``visitor`` or ``verify_fingerprints`` needs the
     states here, so either keeps the search in this process.
 
-    ``por`` (the CLI's default; off here, so tests that sample the whole space get it) expands a
-    state through one delivery alone where that is shown sound
+    ``por`` (the default) expands a state through one delivery alone where that is shown sound
     (partial-order reduction, system topic without the syncer; see docs/checker.md): the same
     verdict, and every state without a pending delivery, in fewer states. Its cycle proviso asks
     whether a successor is new to the whole search, so it keeps the search in this process too.

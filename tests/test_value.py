@@ -36,7 +36,7 @@ def _states(store: StoreKind, variant: str, bounds: Bounds, every: int) -> list[
         if seen % every == 0:
             states.append(pickle.dumps(cluster))
 
-    check(bounds, store, variant, visitor=keep)
+    check(bounds, store, variant, visitor=keep, por=False)  # every state, not the reduced search's
     return states
 
 
