@@ -59,7 +59,6 @@ from statechan.cluster.value import (
     rename,
     restore,
     rewind,
-    rewindable,
     signature,
 )
 from statechan.observation import Observation
@@ -176,7 +175,15 @@ def budget_kind(action: Action, bounds: Bounds) -> str | None:
 def budget_left(budget: dict[str, int], spent: Counter[str]) -> bytes:
     """The budgets a state has left, as the suffix of its key: two states alike but for what they
     may still do are different states (merging them would drop the runs that spend the rest)."""
-    return "|".join(str(budget[kind] - spent[kind]) for kind in budget).encode()
+    left = tuple([budget[kind] - spent[kind] for kind in budget])
+    found = _LEFT.get(left)
+    if found is None:
+        found = _LEFT[left] = "|".join(map(str, left)).encode()
+    return found
+
+
+_LEFT: dict[tuple[int, ...], bytes] = {}
+"""Key suffixes by the budgets left (a search meets few combinations)."""
 
 
 # -- fingerprints --------------------------------------------------------------------------------
@@ -204,18 +211,26 @@ class Fingerprinter:
         self.symmetry = symmetry and brokers > 1
 
     def __call__(self, cluster: Cluster) -> bytes:
-        return self.digest(self.canonical(cluster)[0])
+        return self.digest(self.canonical(cluster)[2])
+
+    @staticmethod
+    def digest(hashed: int) -> bytes:
+        """A state's fingerprint from its canonical value's hash (renamed states get the same least
+        hash): 64 bits. Two different states share one with a chance of about n²/2⁶⁵ among n (TLC's
+        fingerprints are as wide); ``verify_fingerprints`` compares the values themselves."""
+        return hashed.to_bytes(8, "little", signed=True)
 
     def text(self, cluster: Cluster) -> str:
         """The canonical value as text (for people; the fingerprint hashes the value itself)."""
         return repr(self.canonical(cluster)[0])
 
-    def canonical(self, cluster: Cluster) -> tuple[Value, Value]:
-        """The canonical value (of the renamings tried, the one with the least hash), and the
-        cluster's own (unrenamed) value: captured once, and renamed for each candidate."""
+    def canonical(self, cluster: Cluster) -> tuple[Value, Value, int]:
+        """The canonical value (of the renamings tried, the one with the least hash), the
+        cluster's own (unrenamed) value, and the canonical value's hash (a tuple's hash is not
+        kept: worked out once here): captured once, and renamed for each candidate."""
         own = capture(cluster, self.cap)
         if not self.symmetry:
-            return own, own
+            return own, own, hash(own)
         best: Value | None = None
         least = 0
         for names in self.candidates(cluster):
@@ -224,14 +239,7 @@ class Fingerprinter:
             if best is None or hashed < least:
                 best, least = value, hashed
         assert best is not None
-        return best, own
-
-    @staticmethod
-    def digest(value: Value) -> bytes:
-        """The value's 64-bit hash: renamed states get the same least hash, hence the same
-        fingerprint. Two different states share one with a chance of about n²/2⁶⁵ among n
-        (TLC's fingerprints are as wide); ``verify_fingerprints`` compares the values themselves."""
-        return hash(value).to_bytes(8, "little", signed=True)
+        return best, own, least
 
     def candidates(self, cluster: Cluster) -> list[Names]:
         """The renamings worth capturing: those that number the brokers in descending signature
@@ -239,6 +247,11 @@ class Fingerprinter:
         one renaming, and the capture of the state is its canonical value). A cheap part of the
         signature orders most brokers; only brokers it ties get the full signature."""
         quick = {broker_id: quick_signature(broker) for broker_id, broker in cluster.brokers.items()}
+        if len(set(quick.values())) == len(quick):
+            # no two brokers tie (the common case): one renaming, in descending signature order
+            sequence = sorted(quick, key=quick.__getitem__, reverse=True)
+            names = {old: f"broker-{new}:8080" for new, old in enumerate(sequence, 1)}
+            return [None if all(old == new for old, new in names.items()) else names]
         runs: list[list[str]] = []
         for _, tied in itertools.groupby(sorted(quick, key=quick.__getitem__, reverse=True), key=quick.__getitem__):
             group = list(tied)
@@ -256,7 +269,7 @@ class Fingerprinter:
         return tables
 
 
-@dataclass
+@dataclass(slots=True)
 class Node:
     parent: int
     action: Action | None
@@ -370,7 +383,7 @@ def _channel_transitions(
     pairs = []
     for key in sorted(before.keys() | after.keys()):
         old, new = before.get(key), after.get(key)
-        if old != new:
+        if old is not new and old != new:
             pairs.append(("Init" if old is None else old.state.name, "Init" if new is None else new.state.name))
     return pairs
 
@@ -407,10 +420,11 @@ search."""
 _UNREWOUND = frozenset({"tick", "crash", "restart", "shutdown", "lose-session", "resign"})
 """Budgets whose steps leave a copy :func:`~statechan.cluster.value.rewind` refuses."""
 
-_Item = tuple[Value, int, Counter[str], "Cluster | None"]
+_Live = tuple[Cluster, "Observation | None"]
+_Item = tuple[Value, int, Counter[str], "_Live | None"]
 """A state to expand: its value, its clock, the budgets spent, and the stepped cluster itself
-when the expander kept it."""
-_Queued = tuple[int, Value, int, Counter[str], "Cluster | None"]
+(with its observation) when the expander kept it."""
+_Queued = tuple[int, Value, int, Counter[str], "_Live | None"]
 """A queued state: its node id and its :data:`_Item`."""
 
 LIVE_KEPT = 4_096
@@ -598,7 +612,10 @@ def check(
 
 
 # -- expanding a state (one worker, or several) ------------------------------------------------------
-@dataclass
+_NONE_SPENT: Counter[str] = Counter()
+
+
+@dataclass(slots=True)
 class _Step:
     """One action (with one placement pick) taken from a state, and what it led to."""
 
@@ -616,12 +633,14 @@ class _Step:
     value: Value | None = None
     """The state's own value, where it was new to the expander (for the queue)."""
     now: int = 0
-    spent: Counter[str] = field(default_factory=Counter)
+    spent: Counter[str] = field(default_factory=lambda: _NONE_SPENT)
+    """The budgets spent by then, where the state was new (never changed in place: shared)."""
     settled: bool = False
     label: str = ""
-    live: Cluster | None = None
+    live: _Live | None = None
     """The stepped cluster itself, kept for expanding the state later (no restore then), while
-    the expander keeps few enough of them."""
+    the expander keeps few enough of them; with its observation, unless the step gave answers
+    (an observation holds the answers of the step that led to it: the state's own has none)."""
 
 
 @dataclass
@@ -666,13 +685,30 @@ class _Expander:
         self.values = values
         """Every key's canonical value, when fingerprints are verified."""
         self.kept = 0
+        self._unlisted: dict[tuple[bool, ...], frozenset[type[Action]]] = {}
         """Stepped clusters handed out with their states (``_Step.live``) and not yet expanded."""
+
+    def unlisted(self, spent: Counter[str]) -> frozenset[type[Action]]:
+        """The kinds of action not worth listing from a state that has spent ``spent``: their
+        budget is spent, or the bounds leave them out (ticks are listed: a spent tick budget
+        marks the state's timers as cut)."""
+        gone = tuple(spent[kind] >= left for kind, left in self.budget.items())
+        found = self._unlisted.get(gone)
+        if found is None:
+            kinds = {kind for kind, out in zip(self.budget, gone, strict=True) if out} - {"tick"}
+            types = {t for t, kind in _BUDGETED.items() if kind in kinds}
+            for t in (Transfer, Split, Unload):
+                if "admin" in kinds or t.kind not in self.bounds.admin_kinds:
+                    types.add(t)
+            found = self._unlisted[gone] = frozenset(types)
+        return found
 
     def key_of(self, cluster: Cluster, spent: Counter[str], left: bytes | None = None) -> tuple[bytes, Value]:
         """The state's key (its fingerprint and the budgets left: ``left``, when known), and its own
         (unrenamed) value."""
-        value, own = self.fingerprint.canonical(cluster)
-        key = self.fingerprint.digest(value) + (left if left is not None else budget_left(self.budget, spent))
+        value, own, hashed = self.fingerprint.canonical(cluster)
+        left = left if left is not None else budget_left(self.budget, spent)
+        key = self.fingerprint.digest(hashed) + left
         if self.values is not None and self.values.setdefault(key, value) != value:
             raise FingerprintCollision(f"two different states share the fingerprint {key.hex()}")
         return key, own
@@ -695,7 +731,8 @@ class _Expander:
         from statechan.invariants.catalogue import check as check_invariants
         from statechan.invariants.catalogue import check_step
 
-        frozen, at, spent, live = item
+        frozen, at, spent, kept = item
+        live, observed = kept if kept is not None else (None, None)
         bounds, budget = self.bounds, self.budget
         if live is not None:
             self.kept -= 1
@@ -709,7 +746,7 @@ class _Expander:
         """The expanded copy, until a successor takes it."""
         stale: tuple[Cluster, Value] | None = None
         """A successor's copy nothing keeps, with its value: rewinding it is cheaper than a restore."""
-        for action in cluster.enabled_actions():
+        for action in cluster.enabled_actions(self.unlisted(spent)):
             kind = budget_kind(action, bounds)
             if kind == "off" or (kind is not None and spent[kind] >= budget[kind]):
                 if kind == "tick":
@@ -731,8 +768,8 @@ class _Expander:
             taken.sort(key=lambda pair: pair[0] not in ready)
         # what each successor is compared with (the step invariants, the edges it took): read
         # now, as the expanded copy is stepped first
-        before = cluster.observe()
-        for index, (action, kind) in enumerate(taken):
+        before = observed if observed is not None else cluster.observe()
+        for action, kind in taken:
             reader = action.broker if isinstance(action, Deliver) else None
             candidate = ready.get(action)
             # every sequence of placement picks the step can make, in lexicographic order: a plan
@@ -811,13 +848,12 @@ class _Expander:
                     child.answers.clear()
                     step.value = own
                     step.now, step.spent = child.clock.now_ms(), child_spent
-                    last = ample or (index == len(taken) - 1 and not plans)
-                    if exact and self.kept < LIVE_KEPT and (last or not rewindable(child, frozen, at, own)):
+                    if exact and self.kept < LIVE_KEPT:
                         # nothing steps this cluster again before it is expanded: keep it, and
-                        # expanding the state needs no restore. Only the last successor's, or one
-                        # that cannot be rewound: a sibling still to come would otherwise need a
-                        # restore instead of a rewind of it
-                        step.live = child
+                        # expanding the state needs no restore. A sibling still to come then takes
+                        # a restore instead of a rewind of it, which costs less than the restore
+                        # it saves later (measured: docs/benchmarks.md)
+                        step.live = (child, None if after.answers else after)
                         self.kept += 1
                 elif child.answers:
                     # the answers a step gave are its own (not the state's): checked on every
@@ -835,7 +871,7 @@ class _Expander:
                     # the ample set is this delivery alone: the candidates tried before it are not in it
                     for other in expansion.steps[:-1]:
                         if other.live is not None:
-                            dispose(other.live)
+                            dispose(other.live[0])
                             self.kept -= 1
                     expansion.steps = [step]
                     self.reduced += 1
@@ -1210,7 +1246,11 @@ def _por_after(
         if loads_at < 0 or candidate.latest - loads_at >= child.LOAD_REPORT_INTERVAL_MS:
             why.append("loads")
     old_view, new_view = before.views.get(broker_id, {}), after.views.get(broker_id, {})
-    changed = {k for k in old_view.keys() | new_view.keys() if old_view.get(k) != new_view.get(k)}
+    changed = {
+        k
+        for k in old_view.keys() | new_view.keys()
+        if (old := old_view.get(k)) is not (new := new_view.get(k)) and old != new
+    }
     for key in changed:
         old, new = old_view.get(key), new_view.get(key)
         if old is not None and new is not None and new.version_id <= old.version_id:

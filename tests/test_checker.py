@@ -505,7 +505,7 @@ def test_verified_fingerprints_agree_with_the_search_and_a_weak_digest_is_caught
     plain = check(bounds)
     verified = check(bounds, verify_fingerprints=True)
     assert plain.states == verified.states > len(Bounds().budget()) * 3
-    monkeypatch.setattr(Fingerprinter, "digest", staticmethod(lambda value: b""))
+    monkeypatch.setattr(Fingerprinter, "digest", staticmethod(lambda hashed: b""))
     with pytest.raises(FingerprintCollision, match="two different states share the fingerprint"):
         check(bounds, verify_fingerprints=True)
 

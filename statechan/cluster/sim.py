@@ -16,6 +16,7 @@ import json
 import random
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
@@ -1040,15 +1041,19 @@ class Cluster:
             heapq.heappop(self._timers)
         return self._timers[0] if self._timers else None
 
-    def live_timers(self) -> list[_Timer]:
-        """The timers that can still fire, in firing order: what the heap means, without its layout,
-        its cancelled and dead entries, or the sequence numbers (only their order breaks ties)."""
-        return sorted(t for t in self._timers if not t.cancelled and self._timer_live(t))
+    def live_timers(self, ordered: bool = True) -> list[_Timer]:
+        """The timers that can still fire, in firing order (``ordered``; else in no particular
+        order): what the heap means, without its layout or its cancelled and dead entries."""
+        live = [t for t in self._timers if not t.cancelled and self._timer_live(t)]
+        if ordered:
+            live.sort()
+        return live
 
-    def tied_timer_brokers(self) -> list[str]:
+    def tied_timer_brokers(self, first: _Timer | None = None) -> list[str]:
         """The brokers whose timers fall due first, at the same time, when there are several (a
-        :class:`Tick` then names the one that fires); empty when one broker's timer is next."""
-        first = self.next_timer()
+        :class:`Tick` then names the one that fires); empty when one broker's timer is next.
+        ``first``: the :meth:`next_timer`, when the caller has it."""
+        first = first or self.next_timer()
         if first is None:
             return []
         brokers = {t.broker for t in self._timers if t.due == first.due and not t.cancelled and self._timer_live(t)}
@@ -1117,10 +1122,15 @@ class Cluster:
             load.apply_bundles(owned[broker_id])
 
     # -- actions -------------------------------------------------------------------------------------
-    def enabled_actions(self) -> list[Action]:
-        """Every action that can happen now (for the model checker and Hypothesis)."""
+    def enabled_actions(self, without: AbstractSet[type[Action]] = frozenset()) -> list[Action]:
+        """Every action that can happen now (for the model checker and Hypothesis), but for the
+        kinds in ``without`` (the model checker's spent budgets: not worth listing to drop)."""
         actions: list[Action] = []
         keys = self.sorted_bundle_keys()
+        lookups = Lookup not in without
+        unloads = Unload not in without
+        transfers = Transfer not in without
+        splits = Split not in without
         for broker_id, broker in sorted(self.brokers.items()):
             if broker.alive:
                 if isinstance(broker.view, SystemTopicTableView) and broker.view.pending:
@@ -1130,33 +1140,45 @@ class Cluster:
                 if broker.tasks:
                     actions.append(RunTask(broker_id))
                 if broker.channel is ChannelState.Started:
-                    actions.extend(Lookup(broker_id, key) for key in keys)
-                    for key in keys:
+                    if lookups:
+                        actions.extend(Lookup(broker_id, key) for key in keys)
+                    for key in keys if unloads or transfers or splits else ():
                         data = broker.value(key)
                         if data is not None and data.state is S.Owned and data.dst_broker:
-                            actions.append(Unload(broker_id, key))
-                            actions.extend(
-                                Transfer(broker_id, key, other)
-                                for other in sorted(self.brokers)
-                                if other != data.dst_broker and broker.is_registered(other)
-                            )
-                            if data.dst_broker == broker_id:
+                            if unloads:
+                                actions.append(Unload(broker_id, key))
+                            if transfers:
+                                actions.extend(
+                                    Transfer(broker_id, key, other)
+                                    for other in sorted(self.brokers)
+                                    if other != data.dst_broker and broker.is_registered(other)
+                                )
+                            if splits and data.dst_broker == broker_id:
                                 actions.append(Split(broker_id, key))
-                    actions.append(Crash(broker_id))
-                    actions.append(Shutdown(broker_id))
-                    if broker.client.connected:
+                    if Crash not in without:
+                        actions.append(Crash(broker_id))
+                    if Shutdown not in without:
+                        actions.append(Shutdown(broker_id))
+                    if broker.client.connected and LoseSession not in without:
                         actions.append(LoseSession(broker_id))
-                    if broker.is_leader and broker.client.connected and self.leader() == broker_id:
+                    if (
+                        Resign not in without
+                        and broker.is_leader
+                        and broker.client.connected
+                        and self.leader() == broker_id
+                    ):
                         actions.append(Resign(broker_id))
                 if not broker.client.connected and not broker.client.closed:
                     actions.append(Reconnect(broker_id))
-            else:
+            elif Restart not in without:
                 actions.append(Restart(broker_id))
-        if self._tick_allowed():
-            tied = self.tied_timer_brokers()
+        first = self.next_timer()
+        if first is not None and self._tick_allowed(first):
+            tied = self.tied_timer_brokers(first)
             actions.extend([Tick(broker) for broker in tied] if tied else [Tick()])
         if (
-            self.storage is StorageType.SystemTopic
+            Compact not in without
+            and self.storage is StorageType.SystemTopic
             and self.topic.end > self.topic.horizon
             and self.topic.compaction_enabled
         ):
@@ -1182,8 +1204,8 @@ class Cluster:
         self._track_leader()
         self._track_work()
 
-    def _tick_allowed(self) -> bool:
-        timer = self.next_timer()
+    def _tick_allowed(self, first: _Timer | None = None) -> bool:
+        timer = first or self.next_timer()
         if timer is None:
             return False
         bound = self.config.timely_delivery_ms
@@ -1192,7 +1214,7 @@ class Cluster:
     def _track_work(self) -> None:
         if self.config.timely_delivery_ms is None:
             return
-        if not self._work_actions():
+        if self.quiescent():
             self._work_since = None
         elif self._work_since is None:
             self._work_since = self.clock.now_ms()
@@ -1388,20 +1410,37 @@ class Cluster:
     def observe(self) -> Observation:
         """What invariants may look at now: a snapshot the cluster's later steps leave as it is
         (views copied), so the step invariants can compare it with the next one."""
-        running = {b.id: b for b in self.brokers.values() if b.alive}
         settled = self._settled_channel()
+        views: dict[str, Mapping[str, ServiceUnitStateData]] = {}
+        serving: dict[str, set[str]] = {}
+        started: set[str] = set()
+        connected: set[str] = set()
+        acting: set[str] = set()
+        incarnations: dict[str, int] = {}
+        for i, b in self.brokers.items():  # one pass over the running brokers, for every field
+            if not b.alive:
+                continue
+            views[i] = b.view.snapshot()
+            serving[i] = b.serving()
+            if b.channel is ChannelState.Started:
+                started.add(i)
+            if b.client.connected:
+                connected.add(i)
+            if b.leader_view == i:
+                acting.add(i)
+            incarnations[i] = b.incarnation
         return Observation.of(
             time=self.clock.now_ms(),
             step=len(self.history),
-            views={i: b.view.snapshot() for i, b in running.items()},
-            serving={i: b.serving() for i, b in running.items()},
-            started={i for i, b in running.items() if b.channel is ChannelState.Started},
-            connected={i for i, b in running.items() if b.client.connected},
+            views=views,
+            serving=serving,
+            started=started,
+            connected=connected,
             registered={b for b in self.brokers if self.registered(b)},
             unregistered_at=dict(self.unregistered_at),
             leader=self.leader(),
             leader_since=self.leader_since,
-            acting_leaders={i for i, b in running.items() if b.is_leader},
+            acting_leaders=acting,
             answers=tuple(self.answers[self._step_answers :]),
             bundles=self.live_bundle_keys(),
             quiescent=self.quiescent(),
@@ -1413,7 +1452,7 @@ class Cluster:
             channel=settled.values,
             born=settled.born,
             deleted=settled.deleted,
-            incarnations={i: b.incarnation for i, b in running.items()},
+            incarnations=incarnations,
         )
 
     def _settled_channel(self) -> _Settled:
@@ -1461,8 +1500,15 @@ class Cluster:
         return {b.id: b.serving() for b in self.brokers.values() if b.alive}
 
     def quiescent(self) -> bool:
-        """No delivery, notification, task or syncer step is waiting (timers may be)."""
-        return not self._work_actions()
+        """No delivery, notification, task or syncer step is waiting (timers may be): no
+        :meth:`_work_actions`, told without listing them (every step asks)."""
+        for broker in self.brokers.values():
+            if broker.alive:
+                reader = broker.reader
+                if (reader is not None and reader.has_next()) or broker.client.pending or broker.tasks:
+                    return False
+        syncer = self.syncer
+        return syncer is None or not (syncer.topic_view.pending or syncer.client.pending)
 
     def _work_actions(self) -> list[Action]:
         work: list[Action] = []

@@ -343,13 +343,14 @@ def _timer(cap: _Capture, timer: _Timer) -> Value:
     return (cap.age(timer.due), timer.kind, cap.name(timer.broker), timer.incarnation, cap.name(timer.key))
 
 
-def _timer_order(form: tuple[Value, object]) -> tuple[int, str]:
+def _timer_order(form: tuple[Any, ...]) -> tuple[int, str, int]:
     """Timers in the order a value keeps them: by due time, then by broker (renamed), each
-    broker's own in the order they were scheduled (a stable sort of the firing order). Which of two
-    brokers' timers due together was scheduled first is not kept: either may fire first
-    (:class:`~statechan.cluster.actions.Tick` names the broker)."""
-    age, _kind, broker = form[0][:3]
-    return (-age if isinstance(age, int) else 0, broker)
+    broker's own in the order they were scheduled. Which of two brokers' timers due together was
+    scheduled first is not kept: either may fire first (:class:`~statechan.cluster.actions.Tick`
+    names the broker). ``form`` is a timer's form and its rank in the order it was scheduled."""
+    timer = form[0]
+    age = timer[0]
+    return (-age if isinstance(age, int) else 0, timer[2], form[1])
 
 
 def _broker(cap: _Capture, broker: Broker, owner: dict[int, str], live: dict[int, int]) -> Value:
@@ -411,18 +412,18 @@ def capture(cluster: Cluster, cap: int, names: Mapping[str, str] | None = None) 
     if not isinstance(store, MetadataStore):
         raise NotCapturableError(f"only the in-process metadata store can be captured, not {type(store).__name__}")
     c = _Capture(cluster.clock.now_ms(), cap, names, cluster.syncer is not None)
-    sessions = {client.session_id: client.name for client in store._clients}
+    sessions = {client.session_id: c.name(client.name) or client.name for client in store._clients}
     owner = {id(b.view): b.id for b in cluster.brokers.values()}
     if cluster.syncer is not None:
         owner[id(cluster.syncer.store_view)] = "syncer"
-    forms = sorted(((_timer(c, t), t) for t in cluster.live_timers()), key=_timer_order)
-    live = {id(t): i for i, (_form, t) in enumerate(forms)}
+    forms = sorted(((_timer(c, t), t.seq, t) for t in cluster.live_timers(ordered=False)), key=_timer_order)
+    live = {id(t): i for i, (_form, _seq, t) in enumerate(forms)}
     brokers = sorted(_broker(c, b, owner, live) for b in cluster.brokers.values())
     return (
         _topic(c, cluster.topic),
-        _store(c, store, {s: c.name(n) or n for s, n in sessions.items()}),
+        _store(c, store, sessions),
         tuple(brokers),
-        tuple(form for form, _t in forms),
+        tuple(form for form, _seq, _t in forms),
         tuple(sorted((c.name(b), n) for b, n in cluster.incarnations.items())),
         tuple(
             sorted(
