@@ -1184,12 +1184,26 @@ def step_ids(ids: Iterable[str] | None = None) -> list[str]:
 
 def check(obs: Observation, ids: Iterable[str] | None = None) -> list[Violation]:
     """Every applicable default cluster invariant (or those named) on one observation."""
+    wanted = None if ids is None else tuple(ids)
+    known = _CLUSTER_CHECKS.get(wanted)
+    if known is None or known[0] != _REVISION[0]:
+        checks = tuple(
+            (inv.cluster_check, inv.when == "quiescent") for inv in _chosen(wanted) if inv.cluster_check is not None
+        )
+        known = _CLUSTER_CHECKS[wanted] = (_REVISION[0], checks)
     found: list[Violation] = []
-    for inv in _chosen(ids):
-        if inv.cluster_check is None or (inv.when == "quiescent" and not obs.quiescent):
+    quiescent = obs.quiescent
+    for cluster_check, when_quiescent in known[1]:
+        if when_quiescent and not quiescent:
             continue
-        found.extend(inv.cluster_check(obs))
+        shown = cluster_check(obs)
+        if shown:
+            found.extend(shown)
     return found
+
+
+_CLUSTER_CHECKS: dict[tuple[str, ...] | None, tuple[int, tuple[tuple[ClusterCheck, bool], ...]]] = {}
+"""The cluster checks :func:`check` runs, by the ids named (worked out once per set of ids)."""
 
 
 def record_checks(ids: Iterable[str] | None = None) -> RecordChecks:
