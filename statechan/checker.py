@@ -538,6 +538,7 @@ def check(
                 for expansion in pool.imap(jobs()):
                     yield inflight.popleft(), expansion
 
+        coverage = result.coverage
         for (node_id, *_), expansion in expanded():
             node = nodes[node_id]
             node.expanded = not expansion.beyond
@@ -553,7 +554,10 @@ def check(
                     continue
                 result.transitions += 1
                 for pair in step.pairs:
-                    result.coverage.setdefault(pair, Counter())[step.action.kind] += 1
+                    counts = coverage.get(pair)
+                    if counts is None:
+                        counts = coverage[pair] = Counter()
+                    counts[step.action.kind] += 1
                 known = ids_of.get(step.key)
                 if known is None:
                     known = len(nodes)
@@ -686,6 +690,8 @@ class _Expander:
         """Every key's canonical value, when fingerprints are verified."""
         self.kept = 0
         self._unlisted: dict[tuple[bool, ...], frozenset[type[Action]]] = {}
+        self.shelved: tuple[Cluster, Value] | None = None
+        """A copy an expansion left unused, with its value (see :meth:`shelve`)."""
         """Stepped clusters handed out with their states (``_Step.live``) and not yet expanded."""
 
     def unlisted(self, spent: Counter[str]) -> frozenset[type[Action]]:
@@ -778,17 +784,21 @@ class _Expander:
             plans: list[list[int]] = [[]]
             while plans:
                 plan = plans.pop()
-                # the first successor takes the expanded copy itself; the others take the copy a
-                # known successor left, rewound, or else a restore
+                # the first successor takes the expanded copy itself; the others take a copy
+                # rewound, or else a restore
                 child = None
                 if spare is not None:
                     child, spare = spare, None
-                elif stale is not None:
-                    if rewind(stale[0], frozen, at, stale[1]):
-                        child = stale[0]
-                    else:
-                        dispose(stale[0])
-                    stale = None
+                else:
+                    # a sibling's copy, else one an earlier expansion left: rewound to this state
+                    used, stale = stale, None
+                    if used is None:
+                        used, self.shelved = self.shelved, None
+                    if used is not None:
+                        if rewind(used[0], frozen, at, used[1]):
+                            child = used[0]
+                        else:
+                            dispose(used[0])
                 if child is None:
                     child = restore(frozen, at, self.root)
                 child.plan = deque(plan)
@@ -863,7 +873,7 @@ class _Expander:
                     if stale is None:
                         stale = (child, own)  # rewound for the next successor, if one needs a copy
                     else:
-                        dispose(child)
+                        self.shelve((child, own))
                 expansion.steps.append(step)
                 if exact and step.broken:
                     return expansion
@@ -876,11 +886,18 @@ class _Expander:
                     expansion.steps = [step]
                     self.reduced += 1
                     if stale is not None:
-                        dispose(stale[0])
+                        self.shelve(stale)
                     return expansion
         if stale is not None:
-            dispose(stale[0])
+            self.shelve(stale)
         return expansion
+
+    def shelve(self, copy: tuple[Cluster, Value]) -> None:
+        """Keep a copy nothing needs (with its value) for a later expansion to rewind, in place of
+        a restore: rewinding from another state of the same time and brokers costs less."""
+        if self.shelved is not None:
+            dispose(self.shelved[0])
+        self.shelved = copy
 
 
 _WORKER: list[_Expander] = []

@@ -216,6 +216,44 @@ def test_a_rewound_copy_steps_exactly_as_the_original(store: StoreKind, bounds: 
     assert differed == 0
 
 
+@pytest.mark.parametrize(
+    ("store", "bounds", "every"),
+    [
+        (StoreKind.system_topic, ADMIN, 9),
+        (StoreKind.metadata_store, FAULTS, 300),
+        (StoreKind.system_topic, FAULTS, 150),
+    ],
+    ids=["topic-admin", "store-faults", "topic-faults"],
+)
+def test_a_copy_rewound_from_another_state_steps_exactly_as_the_original(
+    store: StoreKind, bounds: Bounds, every: int
+) -> None:
+    """The checker also rewinds a copy an earlier expansion left (another state altogether, of the
+    same time and brokers) instead of restoring one: rewound from any sampled state it accepts,
+    the copy holds the target's value and takes every step as an exact copy of the target."""
+    blobs = _states(store, "current", bounds, every)
+    cap = fingerprint_cap(checker_config(bounds, store, "current").channel)
+    clusters: list[Cluster] = [pickle.loads(blob) for blob in blobs]
+    values = [(capture(c, cap), c.clock.now_ms()) for c in clusters]
+    rewound = 0
+    for target, (value, now) in enumerate(values):
+        original = clusters[target]
+        for source in (target - 3, target - 1, target + 2):
+            if not 0 <= source < len(values) or source == target:
+                continue
+            for action in original.enabled_actions():
+                copy = restore(*values[source], original)
+                copy.observe()
+                if not rewind(copy, value, now, values[source][0]):
+                    break
+                assert capture(copy, cap) == value
+                exact: Cluster = pickle.loads(blobs[target])
+                assert _step(copy, action) == _step(exact, action), action
+                assert capture(copy, cap) == capture(exact, cap), action
+                rewound += 1
+    assert rewound > 100
+
+
 def test_a_rewind_that_leaves_a_view_as_the_step_left_it_is_caught() -> None:
     blobs = _states(StoreKind.system_topic, "current", ADMIN, 40)
 
