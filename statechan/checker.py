@@ -465,8 +465,9 @@ def check(
 
     ``por`` (the default) expands a state through one delivery alone where that is shown sound
     (partial-order reduction, system topic without the syncer; see docs/checker.md): the same
-    verdict, and every state without a pending delivery, in fewer states. Its cycle proviso asks
-    whether a successor is new to the whole search, so it keeps the search in this process too.
+    verdict, and every state without a pending delivery, in fewer states. With workers, each
+    worker finds the ample candidates and the merge applies the cycle proviso (whether a
+    successor is new to the whole search): the same states as one process.
     ``measure_por`` runs the search again without it, for the factor (``full_states``)."""
     from statechan.invariants.catalogue import simulation_ids
 
@@ -477,7 +478,7 @@ def check(
     if workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
     por = por and _por_applies(bounds, store)
-    if visitor is not None or verify_fingerprints or por:
+    if visitor is not None or verify_fingerprints:
         workers = 1
     result = CheckResult(bounds, store, variant, por=por)
     expander = _expander(bounds, store, variant, symmetry, ids, keep_graph, verify_fingerprints, por)
@@ -514,7 +515,7 @@ def check(
             path, picks = [*path, step[0]], [*picks, *step[1]]
         result.path, result.picks = path, picks
 
-    pool = _Pool(workers, bounds, store, variant, symmetry, ids, keep_graph) if workers > 1 else None
+    pool = _Pool(workers, bounds, store, variant, symmetry, ids, keep_graph, False, por) if workers > 1 else None
     try:
 
         def expanded() -> Iterator[tuple[_Queued, _Expansion]]:
@@ -536,7 +537,13 @@ def check(
                         yield job[1:], nodes[job[0]].depth
 
                 for expansion in pool.imap(jobs()):
-                    yield inflight.popleft(), expansion
+                    item = inflight.popleft()
+                    if por:
+                        if _reduce_merged(expansion, nodes[item[0]].depth, ids_of, nodes):
+                            expander.reduced += 1
+                        if expansion.blockers:
+                            expander.blockers.update(expansion.blockers)
+                    yield item, expansion
 
         coverage = result.coverage
         for (node_id, *_), expansion in expanded():
@@ -641,6 +648,8 @@ class _Step:
     """The budgets spent by then, where the state was new (never changed in place: shared)."""
     settled: bool = False
     label: str = ""
+    ample: bool = False
+    """In a worker: a delivery that is an ample set if its successor passes the cycle proviso."""
     live: _Live | None = None
     """The stepped cluster itself, kept for expanding the state later (no restore then), while
     the expander keeps few enough of them; with its observation, unless the step gave answers
@@ -653,6 +662,8 @@ class _Expansion:
     timers_cut: bool = False
     beyond: bool = False
     """The state is at the depth bound: not expanded."""
+    blockers: Counter[str] | None = None
+    """In a worker: why its deliveries could not be ample sets (the reduction's report)."""
 
 
 class _Expander:
@@ -764,7 +775,7 @@ class _Expander:
         # depth, only which of equally short runs is met first
         taken.sort(key=lambda pair: pair[1] in _UNREWOUND)
         ready: dict[Action, _PorCandidate] = {}
-        if self.por and exact and depth_of is not None:
+        if self.por and (depth_of is not None or not exact):
             candidates = _por_candidates(cluster, taken, budget, spent, bounds)
             ready = {c.action: c for c in candidates if not c.reasons - {"tick-clock"}}
             for blocked in candidates:
@@ -842,12 +853,18 @@ class _Expander:
                     why = _por_after(trial, child, before, after, candidate, budget, spent, bounds)
                     if made:
                         why.append("placement")  # one pick of the delivery is not all of it
-                    if not new and (depth_of is None or depth_of(step.key) != depth + 1):
+                    if not exact:
+                        # a worker cannot tell whether the successor is new to the whole search:
+                        # the merge applies the proviso (:func:`_reduce_merged`), in this order
+                        step.ample = not why
+                        self.blockers.update(why)
+                    elif not new and (depth_of is None or depth_of(step.key) != depth + 1):
                         # the proviso: neither new nor on the next level, the edge could close a cycle
                         # of reduced states (every reduced edge goes one level deeper: none can)
                         why.append("proviso")
-                    ample = not why
-                    self.blockers.update(why)
+                    if exact:
+                        ample = not why
+                        self.blockers.update(why)
                 if new:
                     fresh.add(step.key)
                     step.settled = settled(child, self.agree, after)
@@ -923,9 +940,16 @@ def _expander(
 
 
 def _start_worker(
-    bounds: Bounds, store: StoreKind, variant: str, symmetry: bool, ids: list[str], keep_graph: bool
+    bounds: Bounds,
+    store: StoreKind,
+    variant: str,
+    symmetry: bool,
+    ids: list[str],
+    keep_graph: bool,
+    verify: bool = False,
+    por: bool = False,
 ) -> None:
-    _WORKER[:] = [_expander(bounds, store, variant, symmetry, ids, keep_graph)]
+    _WORKER[:] = [_expander(bounds, store, variant, symmetry, ids, keep_graph, verify, por)]
 
 
 _PRODUCED: set[bytes] = set()
@@ -936,7 +960,42 @@ worker need not capture or check a state it produced before: the search knows it
 
 def _expand_in_worker(job: tuple[_Item, int]) -> _Expansion:
     item, depth = job
-    return _WORKER[0].expand(item, depth, _PRODUCED.__contains__, None, _PRODUCED, exact=False)
+    expander = _WORKER[0]
+    if not expander.por:
+        return expander.expand(item, depth, _PRODUCED.__contains__, None, _PRODUCED, exact=False)
+    # with the reduction, the merge may drop any successor but the ample one, so a state this
+    # worker produced before may still be new to the search: every successor comes with its value
+    expander.blockers = Counter()
+    expansion = expander.expand(item, depth, _NOTHING.__contains__, None, set(), exact=False)
+    expansion.blockers = expander.blockers
+    return expansion
+
+
+_NOTHING: frozenset[bytes] = frozenset()
+
+
+def _reduce_merged(expansion: _Expansion, depth: int, ids_of: dict[bytes, int], nodes: list[Node]) -> bool:
+    """Apply the reduction to a worker's expansion where it is merged, as one process would have
+    while expanding: the first delivery the worker found ample whose successor is new to the
+    search (or one level deeper) is the state's only successor, unless a step before it ends the
+    search. True if the expansion was reduced."""
+    fresh: set[bytes] = set()
+    for step in expansion.steps:
+        if step.refused:
+            continue
+        new = step.key not in ids_of and step.key not in fresh
+        if step.broken and (new or step.own_checks):
+            return False  # the search stops at this step (one process stops before reducing)
+        if step.ample:
+            known = ids_of.get(step.key)
+            if new or (known is not None and nodes[known].depth == depth + 1):
+                expansion.steps = [step]
+                return True
+            if expansion.blockers is not None:
+                expansion.blockers["proviso"] += 1
+        if new:
+            fresh.add(step.key)
+    return False
 
 
 class _Pool:

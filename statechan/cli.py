@@ -501,7 +501,7 @@ def check_command(
         typer.Option(
             "--por/--no-por",
             help="Partial-order reduction on the system topic: expand a state through one delivery where that is "
-            "shown sound (the same verdict and settled states; docs/checker.md). Keeps the search in one process.",
+            "shown sound (the same verdict and settled states; docs/checker.md).",
         ),
     ] = True,
     measure_por: Annotated[

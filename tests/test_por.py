@@ -298,3 +298,26 @@ def test_a_planted_unsound_reduction_is_caught(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setitem(globals(), "_por_after", unsound)
     _, broken = _one_step_deep(Bounds(brokers=3, lookups=2, admin=1, ticks=2), 150)
     assert any("run-task" in line and "not commuting" in line for line in broken), broken
+
+
+@pytest.mark.parametrize(
+    ("bounds", "variant"),
+    [
+        (SMALL, "current"),
+        (Bounds(crashes=1, restarts=1, admin=0), "current"),
+        (Bounds(crashes=1, restarts=1), "25379"),
+        (Bounds(compactions=1), "20110"),
+    ],
+    ids=["default", "crash-restart", "25379", "20110"],
+)
+def test_two_workers_reduce_as_one_process(bounds: Bounds, variant: str) -> None:
+    """With workers, each worker finds the ample candidates and the merge applies the cycle
+    proviso: the same states, transitions, reduced states, verdict and counterexample as one
+    process (the reasons counted for blocked candidates may differ: a worker tries them all)."""
+    one = check(bounds, StoreKind.system_topic, variant)
+    two = check(bounds, StoreKind.system_topic, variant, workers=2)
+    assert one.por
+    assert two.por
+    assert one.reduced > 0
+    assert (two.states, two.transitions, two.reduced) == (one.states, one.transitions, one.reduced)
+    assert (two.violation, two.path, two.picks, two.complete) == (one.violation, one.path, one.picks, one.complete)
