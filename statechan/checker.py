@@ -62,6 +62,7 @@ from statechan.cluster.value import (
     signature,
 )
 from statechan.observation import Observation
+from statechan.states import StorageType
 from statechan.values import ServiceUnitStateData
 
 ADMIN_KINDS = ("transfer", "split", "unload")
@@ -700,10 +701,10 @@ class _Expander:
         self.values = values
         """Every key's canonical value, when fingerprints are verified."""
         self.kept = 0
+        """Stepped clusters handed out with their states (``_Step.live``) and not yet expanded."""
         self._unlisted: dict[tuple[bool, ...], frozenset[type[Action]]] = {}
         self.shelved: tuple[Cluster, Value] | None = None
         """A copy an expansion left unused, with its value (see :meth:`shelve`)."""
-        """Stepped clusters handed out with their states (``_Step.live``) and not yet expanded."""
 
     def unlisted(self, spent: Counter[str]) -> frozenset[type[Action]]:
         """The kinds of action not worth listing from a state that has spent ``spent``: their
@@ -911,10 +912,18 @@ class _Expander:
 
     def shelve(self, copy: tuple[Cluster, Value]) -> None:
         """Keep a copy nothing needs (with its value) for a later expansion to rewind, in place of
-        a restore: rewinding from another state of the same time and brokers costs less."""
+        a restore: rewinding from another state of the same time and brokers costs less. Only on
+        the system topic: on the metadata store an observation's ``born`` reads the nodes'
+        creation zxids, which the value leaves out, so a copy with another state's history could
+        show a lifetime beginning where the parent's observation saw none (within one expansion
+        every copy is the parent's own cluster or a restore, whose zxids are 0: never later)."""
         if self.shelved is not None:
             dispose(self.shelved[0])
-        self.shelved = copy
+            self.shelved = None
+        if copy[0].storage is StorageType.SystemTopic:
+            self.shelved = copy
+        else:
+            dispose(copy[0])
 
 
 _WORKER: list[_Expander] = []

@@ -19,7 +19,7 @@ import pytest
 from statechan.checker import Bounds, check, checker_config, fingerprint_cap
 from statechan.cluster import Cluster, StoreKind
 from statechan.cluster import value as value_module
-from statechan.cluster.actions import Action, Lookup, Tick
+from statechan.cluster.actions import Action, Crash, Lookup, Restart, Tick
 from statechan.cluster.value import Value, capture, rename, restore, rewind
 from statechan.observation import Observation
 
@@ -145,6 +145,32 @@ def test_timers_of_two_brokers_due_together_fire_in_either_order_and_are_one_sta
         again.step(tick)
         assert capture(again, cap) == expected
     assert [a for a in restored.enabled_actions() if isinstance(a, Tick)] == ticks
+
+
+def test_zookeepers_expiry_of_a_session_races_the_restarted_brokers_own_timers() -> None:
+    """A crashed broker's session expiry is ZooKeeper's timer, not the broker's: due together with
+    a timer of the broker's next incarnation, either fires first."""
+    config = checker_config(
+        Bounds(lookups=1, crashes=1, restarts=1, timely_delivery_ms=None), StoreKind.system_topic, "current"
+    )
+    cluster = Cluster(config, picks=[])
+    cluster.drain()
+    cluster.step(Tick())  # the leader's first monitor run, due at once
+    two = "broker-2:8080"
+    cluster.step(Crash(two))
+    cluster.step(Restart(two))
+    cluster.drain()
+    cluster.step(Lookup(two, cluster.sorted_bundle_keys()[0]))  # its 30 s timeout ties with the expiry
+    ticks = [a for a in cluster.enabled_actions() if isinstance(a, Tick)]
+    assert ticks == [Tick(two), Tick("zk:" + two)]
+    cap = fingerprint_cap(cluster.config.channel)
+    fired = set()
+    for tick in ticks:
+        copy: Cluster = pickle.loads(pickle.dumps(cluster))
+        copy.step(tick)
+        fired.add(capture(copy, cap))
+        assert {t.kind for t in copy.live_timers()} >= {"session-expiry" if tick.broker == two else "lookup-timeout"}
+    assert len(fired) == 2
 
 
 def test_a_value_names_brokers_only_as_the_renaming_says() -> None:

@@ -91,11 +91,12 @@ class Split(Action):
 class Tick(Action):
     """The clock moves to the next timer and it fires.
 
-    ``broker`` chooses among timers of several brokers that fall due at the same time: the next
+    ``broker`` chooses among timers of several sources that fall due at the same time: the next
     timer of that broker fires (its own timers fire in the order they were scheduled, as one
-    executor runs them). Empty: the timer scheduled first, as the simulator runs them. Different
-    brokers (and ZooKeeper's session expiry) keep no common order, so the model checker takes
-    each, and its states need not remember which of two such timers was scheduled first."""
+    executor runs them), or with ``zk:`` and a broker's id, ZooKeeper's expiry of that broker's
+    crashed session. Empty: the timer scheduled first, as the simulator runs them. Different
+    sources keep no common order, so the model checker takes each, and its states need not
+    remember which of two such timers was scheduled first."""
 
     kind: ClassVar[str] = "tick"
     broker: str = ""

@@ -133,6 +133,10 @@ class Task:
         return f"{self.kind} {self.key}" + (f" -> {self.target}" if self.target else "")
 
 
+ZK_EXPIRY = "zk:"
+"""How a :class:`Tick` names ZooKeeper expiring a broker's session (``zk:`` and the broker's id)."""
+
+
 @dataclass(order=True)
 class _Timer:
     due: int
@@ -142,6 +146,13 @@ class _Timer:
     incarnation: int = field(compare=False)
     key: str = field(compare=False, default="")
     cancelled: bool = field(compare=False, default=False)
+
+    @property
+    def source(self) -> str:
+        """Who runs the timer: its broker (one executor, its timers in the order scheduled), or
+        ZooKeeper for a crashed broker's session expiry (``zk:`` and the broker's id): sources keep
+        no common order among timers due together."""
+        return ZK_EXPIRY + self.broker if self.kind == "session-expiry" else self.broker
 
 
 class Broker:
@@ -1050,14 +1061,15 @@ class Cluster:
         return live
 
     def tied_timer_brokers(self, first: _Timer | None = None) -> list[str]:
-        """The brokers whose timers fall due first, at the same time, when there are several (a
-        :class:`Tick` then names the one that fires); empty when one broker's timer is next.
-        ``first``: the :meth:`next_timer`, when the caller has it."""
+        """The sources (:attr:`_Timer.source`: brokers, or ZooKeeper expiring a broker's session)
+        whose timers fall due first, at the same time, when there are several (a :class:`Tick`
+        then names the one that fires); empty when one source's timer is next. ``first``: the
+        :meth:`next_timer`, when the caller has it."""
         first = first or self.next_timer()
         if first is None:
             return []
-        brokers = {t.broker for t in self._timers if t.due == first.due and not t.cancelled and self._timer_live(t)}
-        return sorted(brokers) if len(brokers) > 1 else []
+        sources = {t.source for t in self._timers if t.due == first.due and not t.cancelled and self._timer_live(t)}
+        return sorted(sources) if len(sources) > 1 else []
 
     def _timer_live(self, timer: _Timer) -> bool:
         if timer.kind == "session-expiry":
@@ -1359,14 +1371,14 @@ class Cluster:
         timer = self.next_timer()
         if timer is None:
             raise ValueError("tick: no timer is pending")
-        if broker_id and timer.broker != broker_id:
-            # another broker's timer due at the same time fires first: its own first timer
+        if broker_id and timer.source != broker_id:
+            # another source's timer due at the same time fires first: this one's first timer
             first = timer
             timer = min(
-                (t for t in self._timers if t.broker == broker_id and not t.cancelled and self._timer_live(t)),
+                (t for t in self._timers if t.source == broker_id and not t.cancelled and self._timer_live(t)),
                 default=first,
             )
-            if timer.broker != broker_id or timer.due != first.due:
+            if timer.source != broker_id or timer.due != first.due:
                 raise ValueError(f"tick({broker_id}): no timer of {broker_id} is due first")
             self._timers.remove(timer)
             heapq.heapify(self._timers)

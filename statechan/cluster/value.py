@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from statechan.clock import ManualClock
 from statechan.cluster.placement import BrokerLoad
-from statechan.cluster.sim import Broker, ChannelState, Cluster, Task, _Picks, _Timer
+from statechan.cluster.sim import ZK_EXPIRY, Broker, ChannelState, Cluster, Task, _Picks, _Timer
 from statechan.keys import Bundle
 from statechan.model import BrokerCheck
 from statechan.resolver import Reason, Verdict, rules_for
@@ -344,13 +344,15 @@ def _timer(cap: _Capture, timer: _Timer) -> Value:
 
 
 def _timer_order(form: tuple[Any, ...]) -> tuple[int, str, int]:
-    """Timers in the order a value keeps them: by due time, then by broker (renamed), each
-    broker's own in the order they were scheduled. Which of two brokers' timers due together was
-    scheduled first is not kept: either may fire first (:class:`~statechan.cluster.actions.Tick`
-    names the broker). ``form`` is a timer's form and its rank in the order it was scheduled."""
+    """Timers in the order a value keeps them: by due time, then by source (the broker, renamed,
+    or ZooKeeper expiring its session), each source's own in the order they were scheduled.
+    Which of two sources' timers due together was scheduled first is not kept: either may fire
+    first (:class:`~statechan.cluster.actions.Tick` names the source). ``form`` is a timer's form
+    and its rank in the order it was scheduled."""
     timer = form[0]
     age = timer[0]
-    return (-age if isinstance(age, int) else 0, timer[2], form[1])
+    source = ZK_EXPIRY + timer[2] if timer[1] == "session-expiry" else timer[2]
+    return (-age if isinstance(age, int) else 0, source, form[1])
 
 
 def _broker(cap: _Capture, broker: Broker, owner: dict[int, str], live: dict[int, int]) -> Value:
@@ -950,7 +952,8 @@ def _fill_nodes(r: _Restore, store: MetadataStore, nodes_v: Value, clients: Mapp
 
 
 def _fill_timers(r: _Restore, cluster: Cluster, timers_v: Value) -> None:
-    """The live timers, in firing order (sorted by due time and sequence: already a heap)."""
+    """The live timers, numbered in the value's order (by due time, source and order scheduled:
+    sorted by due time, so already a heap)."""
     cluster._timers = [
         _Timer(r.time(age), seq, kind, broker_id, incarnation, key)
         for seq, (age, kind, broker_id, incarnation, key) in enumerate(timers_v, 1)
