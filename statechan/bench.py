@@ -685,6 +685,10 @@ def bench_audit_scale(sizes: Sequence[int]) -> list[Figure]:
     return figures
 
 
+CHECK_REPEATS = 5
+"""How many times the model checker's small searches (and their floor) run; the fastest counts."""
+
+
 def bench_check(_: int) -> list[Figure]:
     """The model checker at its documented small bounds: distinct states per second, and the
     broker-symmetry and partial-order reduction factors (each measured here, beside the search
@@ -693,7 +697,9 @@ def bench_check(_: int) -> list[Figure]:
     from statechan.cluster import Cluster, StoreKind
 
     small = Bounds()
-    topic = check(small, por=True)
+    # a search of this bound takes about 0.15 s: each figure is the fastest of five (the same
+    # states every time), so one scheduler hiccup does not decide it
+    topic = min((check(small, por=True) for _ in range(CHECK_REPEATS)), key=lambda r: r.seconds)
     # the floor: as many plain simulator steps (random walks from a fresh cluster), no copies, no fingerprints
     config = topic.config()
 
@@ -709,8 +715,8 @@ def bench_check(_: int) -> list[Figure]:
                     cluster.step(actions[(steps + depth) % len(actions)])
                 steps += 1
 
-    floor = _timed(step_floor)
-    full = check(small, por=False)
+    floor = min(_timed(step_floor) for _ in range(CHECK_REPEATS))
+    full = min((check(small, por=False) for _ in range(CHECK_REPEATS)), key=lambda r: r.seconds)
     three = Bounds(brokers=3, admin=0)
     # symmetry's factor without the partial-order reduction, as it has always been measured
     reduced = check(three, por=False)
@@ -723,7 +729,12 @@ def bench_check(_: int) -> list[Figure]:
             topic.seconds,
             "as many simulator steps, uncopied",
             floor,
-            {"transitions": topic.transitions, "depth": topic.depth, "complete": topic.complete},
+            {
+                "transitions": topic.transitions,
+                "depth": topic.depth,
+                "complete": topic.complete,
+                "timed": f"fastest of {CHECK_REPEATS} searches (and of {CHECK_REPEATS} floors)",
+            },
         ),
         Figure(
             "check: system topic, same bound, partial-order reduction (the default) against none",

@@ -566,3 +566,15 @@ def test_partial_order_reduction_is_on_by_default_on_the_system_topic_and_can_be
     assert plain.exit_code == 0, plain.output
     assert f"{off.states:,} distinct states" in plain.output
     assert "partial-order" not in plain.output
+
+
+def test_a_search_puts_the_cycle_collectors_setting_back() -> None:
+    """The search runs the collector's youngest generation less often while it runs (a speed
+    setting of the process); the caller's setting is back afterwards, also after a stopped search."""
+    import gc
+
+    before = gc.get_threshold()
+    check(SMALL)
+    assert gc.get_threshold() == before
+    check(SMALL, max_states=10)
+    assert gc.get_threshold() == before
