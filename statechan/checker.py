@@ -959,17 +959,9 @@ def _expander(
     return _Expander(root, bounds, fingerprint, ids, keep_graph, {} if verify else None, por)
 
 
-def _start_worker(
-    bounds: Bounds,
-    store: StoreKind,
-    variant: str,
-    symmetry: bool,
-    ids: list[str],
-    keep_graph: bool,
-    verify: bool = False,
-    por: bool = False,
-) -> None:
-    _WORKER[:] = [_expander(bounds, store, variant, symmetry, ids, keep_graph, verify, por)]
+def _start_worker(*args: Any) -> None:
+    """A worker's start: its expander, built from the arguments of the search's own (:func:`_expander`)."""
+    _WORKER[:] = [_expander(*args)]
 
 
 _PRODUCED: set[bytes] = set()
