@@ -15,7 +15,7 @@ import heapq
 import json
 import random
 from collections import Counter, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
@@ -843,8 +843,9 @@ _NODE_KEYS: dict[str, str | None] = {}
 """The channel key of each node path seen (None: not a channel node)."""
 
 
-def _node_value(data: bytes) -> ServiceUnitStateData | None:
-    """A channel node's value (None if it holds none), decoded once per distinct bytes."""
+def node_value(data: bytes) -> ServiceUnitStateData | None:
+    """A stored node's channel value (None if it holds none), decoded once per distinct bytes (and
+    kept alive: the model checker's captures cache values by identity)."""
     if data in _NODE_VALUES:
         return _NODE_VALUES[data]
     try:
@@ -868,7 +869,7 @@ def _settled_nodes(store: Store) -> _Settled:
         if key is None or (node := store.get(path)) is None:
             continue
         data, stat = node
-        value = _node_value(data)
+        value = node_value(data)
         if value is not None:
             values[key] = value
             born[key] = stat.created_zxid
@@ -881,7 +882,7 @@ def _settled_keys(store: Store, settled: _Settled, keys: set[str]) -> _Settled:
     values, born, deleted = dict(settled.values), dict(settled.born), set(settled.deleted)
     for key in keys:
         node = store.get(path_of(key))
-        value = None if node is None else _node_value(node[0])
+        value = None if node is None else node_value(node[0])
         if node is None or value is None:
             values.pop(key, None)
             born.pop(key, None)
@@ -1512,33 +1513,30 @@ class Cluster:
         return {b.id: b.serving() for b in self.brokers.values() if b.alive}
 
     def quiescent(self) -> bool:
-        """No delivery, notification, task or syncer step is waiting (timers may be): no
-        :meth:`_work_actions`, told without listing them (every step asks)."""
-        for broker in self.brokers.values():
-            if broker.alive:
-                reader = broker.reader
-                if (reader is not None and reader.has_next()) or broker.client.pending or broker.tasks:
-                    return False
-        syncer = self.syncer
-        return syncer is None or not (syncer.topic_view.pending or syncer.client.pending)
+        """No delivery, notification, task or syncer step is waiting (timers may be). Every step
+        asks: the first waiting step answers, without listing the rest."""
+        return next(self._work(), None) is None
 
     def _work_actions(self) -> list[Action]:
-        work: list[Action] = []
+        return list(self._work())
+
+    def _work(self) -> Iterator[Action]:
+        """The deliveries, notifications, tasks and syncer steps waiting, in broker order."""
         for broker_id, broker in self.brokers.items():
             if broker.alive:
                 reader = broker.reader
                 if reader is not None and reader.has_next():
-                    work.append(Deliver(broker_id))
+                    yield Deliver(broker_id)
                 if broker.client.pending:
-                    work.append(Notify(broker_id))
+                    yield Notify(broker_id)
                 if broker.tasks:
-                    work.append(RunTask(broker_id))
-        if self.syncer is not None:
-            if self.syncer.topic_view.pending:
-                work.append(SyncTopic())
-            if self.syncer.client.pending:
-                work.append(SyncStore())
-        return work
+                    yield RunTask(broker_id)
+        syncer = self.syncer
+        if syncer is not None:
+            if syncer.topic_view.pending:
+                yield SyncTopic()
+            if syncer.client.pending:
+                yield SyncStore()
 
     def drain(self, limit: int = 1_000_000) -> int:
         """Take every waiting delivery, notification, task and syncer step (no time passes).

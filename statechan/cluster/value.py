@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from statechan.clock import ManualClock
 from statechan.cluster.placement import BrokerLoad
-from statechan.cluster.sim import ZK_EXPIRY, Broker, ChannelState, Cluster, Task, _Picks, _Timer
+from statechan.cluster.sim import ZK_EXPIRY, Broker, ChannelState, Cluster, Task, _Picks, _Timer, node_value
 from statechan.keys import Bundle
 from statechan.model import BrokerCheck
 from statechan.resolver import Reason, Verdict, rules_for
@@ -91,22 +91,6 @@ def _remember(cache: dict[K, V], key: K, value: V, limit: int) -> V:
         cache.clear()
     cache[key] = value
     return value
-
-
-_DECODED: dict[bytes, ServiceUnitStateData | None] = {}
-"""Stored values by their bytes: decoded once, and kept alive (a capture caches values by identity)."""
-
-
-def decode(data: bytes) -> ServiceUnitStateData | None:
-    """A stored node's channel value (None if it holds none), decoded once per distinct bytes."""
-    found = _DECODED.get(data, _DECODED)
-    if found is _DECODED:
-        try:
-            found = ServiceUnitStateData.model_validate_json(data) if data[:1] == b"{" else None
-        except ValueError:
-            found = None
-        _remember(_DECODED, data, found, 100_000)
-    return found  # type: ignore[return-value]
 
 
 _Context = tuple[int, int, tuple[tuple[str, str], ...], bool]
@@ -218,7 +202,7 @@ class _Capture:
     def node_data(self, path: str, data: bytes) -> object:
         """A node's data as the value it holds: a channel value, a registry entry, the leader."""
         if path.startswith(PATH_PREFIX + "/"):
-            decoded = decode(data)
+            decoded = node_value(data)
             return ("raw", data) if decoded is None else ("v", self.value(decoded))
         if path == _LEADER:
             return ("leader", self.name(data.decode()))
