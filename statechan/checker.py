@@ -167,11 +167,16 @@ _BUDGETED: dict[type[Action], str] = {
 
 def budget_kind(action: Action, bounds: Bounds) -> str | None:
     """Which budget ``action`` spends (``None``: unbounded); admin kinds outside the bounds -> ``"off"``."""
-    if isinstance(action, (Transfer, Split, Unload)):
-        return "admin" if action.kind in bounds.admin_kinds else "off"
-    if isinstance(action, Wait):
+    return _budget_of(type(action), bounds)
+
+
+def _budget_of(kind: type[Action], bounds: Bounds) -> str | None:
+    """:func:`budget_kind` of every action of the type ``kind``."""
+    if kind in (Transfer, Split, Unload):
+        return "admin" if kind.kind in bounds.admin_kinds else "off"
+    if kind is Wait:
         return "off"
-    return _BUDGETED.get(type(action))
+    return _BUDGETED.get(kind)
 
 
 def budget_left(budget: dict[str, int], spent: Counter[str]) -> bytes:
@@ -635,9 +640,6 @@ def check(
 
 
 # -- expanding a state (one worker, or several) ------------------------------------------------------
-_NONE_SPENT: Counter[str] = Counter()
-
-
 @dataclass(slots=True)
 class _Step:
     """One action (with one placement pick) taken from a state, and what it led to."""
@@ -656,8 +658,7 @@ class _Step:
     value: Value | None = None
     """The state's own value, where it was new to the expander (for the queue)."""
     now: int = 0
-    spent: Counter[str] = field(default_factory=lambda: _NONE_SPENT)
-    """The budgets spent by then, where the state was new (never changed in place: shared)."""
+    spent: Counter[str] = field(default_factory=Counter)
     settled: bool = False
     label: str = ""
     ample: bool = False
@@ -724,12 +725,12 @@ class _Expander:
         gone = tuple(spent[kind] >= left for kind, left in self.budget.items())
         found = self._unlisted.get(gone)
         if found is None:
-            kinds = {kind for kind, out in zip(self.budget, gone, strict=True) if out} - {"tick"}
-            types = {t for t, kind in _BUDGETED.items() if kind in kinds}
-            for t in (Transfer, Split, Unload):
-                if "admin" in kinds or t.kind not in self.bounds.admin_kinds:
-                    types.add(t)
-            found = self._unlisted[gone] = frozenset(types)
+            spent_kinds = {kind for kind, out in zip(self.budget, gone, strict=True) if out} | {"off"}
+            found = self._unlisted[gone] = frozenset(
+                t
+                for t in (*_BUDGETED, Transfer, Split, Unload)
+                if (kind := _budget_of(t, self.bounds)) in spent_kinds and kind != "tick"
+            )
         return found
 
     def key_of(self, cluster: Cluster, spent: Counter[str], left: bytes | None = None) -> tuple[bytes, Value]:
