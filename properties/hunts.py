@@ -16,10 +16,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import Phase
 from hypothesis.stateful import run_state_machine_as_test
 
 from properties.bench import ChannelMachine, InvariantBroken, MetadataStoreBench, SyncerBench, SystemTopicBench
+from properties.profiles import fixed
 from statechan.cluster import SimConfig
 from statechan.cluster.config import VARIANTS
 
@@ -92,15 +93,11 @@ def hunt(h: Hunt, shrink: bool = True, max_examples: int | None = None) -> Invar
     try:
         run_state_machine_as_test(
             machine,
-            settings=settings(
+            settings=fixed(
                 max_examples=max_examples or h.max_examples,
                 stateful_step_count=h.steps,
-                derandomize=True,
-                database=None,
-                deadline=None,
                 phases=phases,
                 report_multiple_bugs=False,
-                suppress_health_check=list(HealthCheck),
             ),
         )
     except InvariantBroken as failure:

@@ -7,6 +7,7 @@ Choose with ``HYPOTHESIS_PROFILE=deep`` (``make deep``). The example database li
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from hypothesis import HealthCheck, settings
 
@@ -26,6 +27,13 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile("dev", max_examples=50, deadline=None)
+
+
+def fixed(**options: Any) -> settings:
+    """Settings for a run that must go the same way every time and be judged by itself alone
+    (the bench's speed measurement, a bug hunt): derandomized, no example database, no deadline,
+    no health check; ``options`` add the run's own (examples, steps, phases)."""
+    return settings(derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck), **options)
 
 
 def load() -> str:

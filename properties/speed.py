@@ -10,10 +10,10 @@ import random
 import time
 from collections.abc import Callable
 
-from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from properties.bench import SystemTopicBench
+from properties.profiles import fixed
 from statechan.cluster import Cluster
 
 
@@ -35,14 +35,7 @@ def measure(examples: int = 500, steps_per_example: int = 30) -> dict[str, float
                 seen["examples"] += 1
                 seen["steps"] += len(self.cluster.history)
 
-    options = settings(
-        max_examples=examples,
-        stateful_step_count=steps_per_example,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-    )
+    options = fixed(max_examples=examples, stateful_step_count=steps_per_example)
     seconds = _timed(lambda: run_state_machine_as_test(Counted, settings=options))
     done, steps = seen["examples"], seen["steps"]
     rng = random.Random(3)
