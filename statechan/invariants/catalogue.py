@@ -1160,21 +1160,12 @@ def check_step(before: Observation, after: Observation, ids: Iterable[str] | Non
     """Every default step invariant (or those named) on two consecutive observations of one
     cluster (``after`` the later). Sound on any two observations of a run in order, but complete
     only on consecutive ones: a change made and undone between them is not seen."""
-    wanted = None if ids is None else tuple(ids)
-    known = _ACTION_CHECKS.get(wanted)
-    if known is None or known[0] != _REVISION[0]:
-        checks = tuple(inv.action_check for inv in _chosen(wanted) if inv.action_check is not None)
-        known = _ACTION_CHECKS[wanted] = (_REVISION[0], checks)
     found: list[Violation] = []
-    for action_check in known[1]:
-        shown = action_check(before, after)
+    for inv in _with_form(ids, "action_check"):
+        shown = inv.action_check(before, after)  # type: ignore[misc]
         if shown:
             found.extend(shown)
     return found
-
-
-_ACTION_CHECKS: dict[tuple[str, ...] | None, tuple[int, tuple[ActionCheck, ...]]] = {}
-"""The step checks :func:`check_step` runs, by the ids named (worked out once per set of ids)."""
 
 
 def step_ids(ids: Iterable[str] | None = None) -> list[str]:
@@ -1184,26 +1175,31 @@ def step_ids(ids: Iterable[str] | None = None) -> list[str]:
 
 def check(obs: Observation, ids: Iterable[str] | None = None) -> list[Violation]:
     """Every applicable default cluster invariant (or those named) on one observation."""
-    wanted = None if ids is None else tuple(ids)
-    known = _CLUSTER_CHECKS.get(wanted)
-    if known is None or known[0] != _REVISION[0]:
-        checks = tuple(
-            (inv.cluster_check, inv.when == "quiescent") for inv in _chosen(wanted) if inv.cluster_check is not None
-        )
-        known = _CLUSTER_CHECKS[wanted] = (_REVISION[0], checks)
     found: list[Violation] = []
     quiescent = obs.quiescent
-    for cluster_check, when_quiescent in known[1]:
-        if when_quiescent and not quiescent:
+    for inv in _with_form(ids, "cluster_check"):
+        if not quiescent and inv.when == "quiescent":
             continue
-        shown = cluster_check(obs)
+        shown = inv.cluster_check(obs)  # type: ignore[misc]
         if shown:
             found.extend(shown)
     return found
 
 
-_CLUSTER_CHECKS: dict[tuple[str, ...] | None, tuple[int, tuple[tuple[ClusterCheck, bool], ...]]] = {}
-"""The cluster checks :func:`check` runs, by the ids named (worked out once per set of ids)."""
+def _with_form(ids: Iterable[str] | None, form: str) -> tuple[Invariant, ...]:
+    """The invariants named (or every default one) that have ``form`` (an :class:`Invariant`
+    field: ``cluster_check``, ``action_check``), worked out once per set of ids and form: the
+    model checker asks on every transition."""
+    key = (form, None if ids is None else tuple(ids))
+    known = _FORMS.get(key)
+    if known is None or known[0] != _REVISION[0]:
+        chosen = tuple(inv for inv in _chosen(key[1]) if getattr(inv, form) is not None)
+        known = _FORMS[key] = (_REVISION[0], chosen)
+    return known[1]
+
+
+_FORMS: dict[tuple[str, tuple[str, ...] | None], tuple[int, tuple[Invariant, ...]]] = {}
+"""What :func:`_with_form` worked out, with the catalogue's revision it read."""
 
 
 def record_checks(ids: Iterable[str] | None = None) -> RecordChecks:
