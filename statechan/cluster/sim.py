@@ -149,10 +149,14 @@ class _Timer:
 
     @property
     def source(self) -> str:
-        """Who runs the timer: its broker (one executor, its timers in the order scheduled), or
-        ZooKeeper for a crashed broker's session expiry (``zk:`` and the broker's id): sources keep
-        no common order among timers due together."""
-        return ZK_EXPIRY + self.broker if self.kind == "session-expiry" else self.broker
+        return timer_source(self.kind, self.broker)
+
+
+def timer_source(kind: str, broker: str) -> str:
+    """Who runs a timer of ``kind`` for ``broker``: the broker (one executor, its timers in the
+    order scheduled), or ZooKeeper for a crashed broker's session expiry (``zk:`` and the
+    broker's id). Sources keep no common order among timers due together."""
+    return ZK_EXPIRY + broker if kind == "session-expiry" else broker
 
 
 class Broker:

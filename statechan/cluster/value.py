@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from statechan.clock import ManualClock
 from statechan.cluster.placement import BrokerLoad
-from statechan.cluster.sim import ZK_EXPIRY, Broker, ChannelState, Cluster, Task, _Picks, _Timer, node_value
+from statechan.cluster.sim import Broker, ChannelState, Cluster, Task, _Picks, _Timer, node_value, timer_source
 from statechan.keys import Bundle
 from statechan.model import BrokerCheck
 from statechan.resolver import Reason, Verdict, rules_for
@@ -93,6 +93,22 @@ def _remember(cache: dict[K, V], key: K, value: V, limit: int) -> V:
     return value
 
 
+C = TypeVar("C")
+
+
+def _caches(
+    contexts: dict[C, tuple[dict[str, str], dict[Any, Any]]], context: C
+) -> tuple[dict[str, str], dict[Any, Any]]:
+    """The caches kept for one context (renamed strings, and forms by identity), made afresh when
+    new or grown past 200,000 forms; at most 64 contexts are kept (a search meets few at a time)."""
+    shared = contexts.get(context)
+    if shared is None or len(shared[1]) > 200_000:
+        if len(contexts) >= 64:
+            contexts.clear()
+        shared = contexts[context] = ({}, {})  # a fresh context: nothing in it is keyed yet
+    return shared
+
+
 _Context = tuple[int, int, tuple[tuple[str, str], ...], bool]
 _SHARED: dict[_Context, tuple[dict[str, str], dict[object, tuple[object, Any]]]] = {}
 """What captures at one time, cap and renaming share: renamed strings, and the captured form of
@@ -143,12 +159,7 @@ class _Capture:
         """Whether a message's producer is part of the state: only the syncer reads it (to know
         its own echoes); without one, who wrote a record the readers fold alike is history."""
         context = (now, cap, tuple(sorted(self.names.items())), producers)
-        shared = _SHARED.get(context)
-        if shared is None or len(shared[1]) > 200_000:
-            if len(_SHARED) >= 64:
-                _SHARED.clear()
-            shared = _SHARED[context] = ({}, {})  # a fresh context: nothing in it is keyed yet
-        self._renamed, self._values = shared
+        self._renamed, self._values = _caches(_SHARED, context)
         self.pendings: dict[int, int] = {}
 
     def age(self, when: int | None) -> int | tuple[str, int] | None:
@@ -335,8 +346,7 @@ def _timer_order(form: tuple[Any, ...]) -> tuple[int, str, int]:
     and its rank in the order it was scheduled."""
     timer = form[0]
     age = timer[0]
-    source = ZK_EXPIRY + timer[2] if timer[1] == "session-expiry" else timer[2]
-    return (-age if isinstance(age, int) else 0, source, form[1])
+    return (-age if isinstance(age, int) else 0, timer_source(timer[1], timer[2]), form[1])
 
 
 def _broker(cap: _Capture, broker: Broker, owner: dict[int, str], live: dict[int, int]) -> Value:
@@ -450,13 +460,7 @@ class _Rename:
         self.names = names
         self.timer_index: Callable[[int], int] = int
         """A timer's index in the renamed value, by its index in the value renamed."""
-        context = tuple(sorted(names.items()))
-        shared = _RENAMES.get(context)
-        if shared is None or len(shared[1]) > 200_000:
-            if len(_RENAMES) >= 64:
-                _RENAMES.clear()
-            shared = _RENAMES[context] = ({}, {})
-        self._strings, self._parts = shared
+        self._strings, self._parts = _caches(_RENAMES, tuple(sorted(names.items())))
 
     def name(self, text: Any) -> Any:
         return None if text is None else _renamed(self.names, self._strings, text)
