@@ -37,12 +37,18 @@ class Hunt:
     steps: int = 30
     brokers: int | None = None
     """Brokers, if not the machine's."""
+    tombstone_delay_s: int | None = None
+    """The channel's tombstone delay, if not Pulsar's hour (a bug that needs the monitor to see an
+    old record)."""
 
     @property
     def config(self) -> SimConfig:
         update: dict[str, object] = {"variant": VARIANTS[self.variant]}
         if self.brokers is not None:
             update["brokers"] = self.brokers
+        if self.tombstone_delay_s is not None:
+            channel = self.machine.config.channel.model_copy(update={"tombstone_delay_s": self.tombstone_delay_s})
+            update["channel"] = channel
         return self.machine.config.model_copy(update=update)
 
     @property
@@ -83,12 +89,57 @@ HUNTS: tuple[Hunt, ...] = (
         SystemTopicBench,
         ("lookup-answers-live-owner", "single-owner"),
     ),
+    Hunt(
+        "21721",
+        "the leader's monitor tombstones healthy Owned bundles",
+        SystemTopicBench,
+        ("no-spurious-takeover",),
+        tombstone_delay_s=30,
+    ),
+    Hunt(
+        "23064",
+        "clean-up overrides an Owned bundle whose source is dead",
+        SystemTopicBench,
+        ("no-spurious-takeover",),
+    ),
+    Hunt("21811", "lookups answer an inactive owner", SystemTopicBench, ("lookup-answers-live-owner",)),
+    Hunt(
+        "23359",
+        "a broker whose registry node goes does not register again",
+        SystemTopicBench,
+        ("registered-while-running",),
+    ),
+    Hunt(
+        "24932",
+        "a broker does not register again when its session comes back",
+        SystemTopicBench,
+        ("registered-while-running",),
+    ),
+    Hunt("23516", "the election stays empty", SystemTopicBench, ("leader-elected", "leader-unique"), brokers=1),
+    Hunt("21894", "the elected leader's id matches no broker", SystemTopicBench, ("leader-elected",)),
+    Hunt("20677", "a lookup racing an assignment hangs", SystemTopicBench, ("lookup-not-stranded",)),
+    Hunt(
+        "22743",
+        "a Deleted or forced Free waits for the monitor's tombstone",
+        SystemTopicBench,
+        ("semi-terminal-tombstoned",),
+    ),
+    Hunt("22379", "an unload reported done on an assignment's Owned", SystemTopicBench, ("unload-completion-matches",)),
+    Hunt("22859", "a forced unload never reported done", SystemTopicBench, ("unload-not-stranded",)),
+    Hunt(
+        "23349",
+        "a shutdown with no broker to take over writes nothing",
+        SystemTopicBench,
+        ("departure-complete", "orphan-cleaned"),
+    ),
+    Hunt("25132", "a stale Unstable state stops the clean-up", SystemTopicBench, ("orphan-cleaned",)),
+    Hunt("22899", "a cold registry cache defers a lookup of a live owner", SystemTopicBench, ("lookup-not-stranded",)),
 )
 
 
 def hunt(h: Hunt, shrink: bool = True, max_examples: int | None = None) -> InvariantBroken | None:
     """Run the bench on the bug's variant (derandomized: a fixed seed); the failure, or None."""
-    machine = type(f"Bug{h.variant}", (h.machine,), {"config": h.config})
+    machine = type(f"Bug{h.variant}", (h.machine,), {"config": h.config, "looks_for": h.expect})
     phases = [Phase.generate, Phase.shrink] if shrink else [Phase.generate]
     try:
         run_state_machine_as_test(

@@ -511,6 +511,13 @@ def check(
         result.reduced, result.por_blockers = expander.reduced, expander.blockers
         return _finish(result, nodes, started)
 
+    from statechan.invariants.catalogue import check as check_invariants
+
+    broken_at_start = check_invariants(root.observe(), ids)
+    if broken_at_start:  # the initial state is a state within every bound (#21894 breaks it)
+        result.violation = "; ".join(str(v) for v in broken_at_start[:3])
+        return finish()
+
     def depth_of(key: bytes) -> int | None:
         """The depth of a state the search holds (for the reduction's cycle proviso)."""
         known = ids_of.get(key)
@@ -1324,6 +1331,8 @@ def _por_after(
         why.append("tick-clock")  # it may end the backlog, and a tick after it start a new one later
     if after.answers:
         why.append("answers")  # a lookup answer is a step the invariants check
+    if before.pending_unloads.get(broker_id) != after.pending_unloads.get(broker_id):
+        why.append("unload")  # an unload reported done: unload-completion-matches judges this very step
     served, serving = before.serving.get(broker_id, set()), after.serving.get(broker_id, set())
     if not serving >= served:
         # single-owner reads the owned sets: a claim given up could end a breach the search has not

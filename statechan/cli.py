@@ -737,8 +737,9 @@ def replay_command(
         error = failed.error or ""
         said = error if error.startswith(failed.action) else f"{failed.action}: {error}"  # name the action once
         _usage_error(f"{run}: step {number} cannot run: {said}")
+    replayed = sum(1 for step in steps if step.number > 0 and step.error is None)
     console.print(
-        f"{len(steps)} of {len(actions)} steps replayed; "
+        f"{replayed} of {len(actions)} steps replayed; "
         + (f"broken: {broken[0]}" if broken else "no invariant broken"),
         highlight=False,
         markup=False,

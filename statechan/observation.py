@@ -72,6 +72,17 @@ class Observation:
     from the log; on the store, the node holds Deleted, its only way out being its removal)."""
     incarnations: Mapping[str, int] = field(default_factory=dict)
     """Each running broker's incarnation: a view restarted between two observations starts afresh."""
+    pending_lookups: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    """Per running broker, the lookups it has deferred and not answered yet: key -> when deferred."""
+    pending_unloads: Mapping[str, Mapping[str, tuple[str | None, str | None]]] = field(default_factory=dict)
+    """Per running broker, the admin unloads it issued and has not seen complete: key -> (the
+    owner it unloads, the destination of a transfer or None)."""
+    positions: Mapping[str, int] = field(default_factory=dict)
+    """Per running broker on the system topic, its reader's position (the next offset it reads): a
+    view that moves past a key's ``born`` in one step crossed that key's deletion."""
+    registered_since: Mapping[str, int] = field(default_factory=dict)
+    """Per registered broker, when its registry node was last written (created, or taken over by a
+    restart): how long the registry has named it without a break."""
 
     @classmethod
     def of(cls, **fields: Any) -> Observation:

@@ -108,7 +108,8 @@ def test_demo_prints_graph_and_resolver_answers() -> None:
     assert "FAIL" not in result.output
     assert "no invariant broken; every state can settle" in result.output  # the checker's proof
     assert "broken: in-flight-acted-on" in result.output  # and the bug it finds
-    assert "which differs in timestamp" in result.output  # the auditor on #24186's view records
+    audited = result.output.split("statechan audit 24186.jsonl")[1]
+    assert "version 2 holds Owned" in audited  # the auditor on #24186's view records: two values at v2
     assert "accepted-forced" in result.output.split("traces show planted.parquet")[1]  # the resurrection's story
     assert "look closer" not in result.output  # no hint at the demo's temporary files
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from properties.bench import violations_of
+from properties.bench import timeline_check, violations_of
 from statechan.cluster import (
     Cluster,
     Crash,
@@ -22,7 +22,7 @@ from statechan.cluster import (
 )
 from statechan.cluster.actions import Deliver, Notify, RunTask
 from statechan.cluster.config import VARIANTS
-from statechan.cluster.runfile import load_run
+from statechan.cluster.runfile import load_run, load_saved_run
 from statechan.stores.tableview import path_of
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -62,6 +62,37 @@ def test_a_split_handed_over_after_a_session_blip_leaves_two_owners_for_a_moment
     assert len(cluster.history) == steps  # it is the last step that shows it
     cluster.drain()  # once the handed-over split is read, the overlap is gone
     assert violations_of(cluster) == []
+
+
+def test_a_restarted_owner_registering_again_after_the_leaders_clean_up_leaves_two_owners_for_a_moment() -> None:
+    """Finding 4's window on a plain Owned bundle, as the model checker found it (14 steps)."""
+    saved = load_saved_run(DOCS / "counterexamples" / "checker-finding-4.json")
+    assert saved.config.variant == VARIANTS["current"]
+    cluster, actions = Cluster(saved.config, picks=list(saved.picks or [])), saved.actions
+    for action in actions[:-1]:
+        cluster.step(action)
+        assert violations_of(cluster) == []
+    cluster.step(actions[-1])  # the restarted broker registers again, its view still its own Owned
+    assert {v.invariant for v in violations_of(cluster)} == {"single-owner"}
+    cluster.drain()  # it reads the forced override, whose source it is, and lets go
+    assert violations_of(cluster) == []
+
+
+def test_a_forced_frees_delayed_tombstone_deletes_the_next_owners_record() -> None:
+    """Finding 9: the source of a forced Free tombstones it after a new assignment owned the bundle."""
+    config, actions, _ = load_run(DOCS / "counterexamples" / "finding-forced-free-tombstone.json")
+    assert config.variant == VARIANTS["current"]
+    cluster = Cluster(config)
+    stepwise = timeline_check()  # the cluster invariants and the step invariants, as replay runs them
+    stepwise.start(cluster)
+    for action in actions[:-1]:
+        cluster.step(action)
+        assert stepwise(cluster) == []
+    cluster.step(actions[-1])  # B2's tombstone of its forced Free, over B1's newer Owned
+    assert actions[-1] == RunTask("broker-2:8080")
+    assert [found.split(" ")[0] for found in stepwise(cluster)] == ["no-spurious-takeover"]
+    assert cluster._settled_channel().values == {}  # every reader's value is gone
+    assert "broker-1:8080" in cluster.observe().registered
 
 
 def test_a_departing_brokers_clean_up_overrides_a_transfer_in_flight_from_a_live_source() -> None:

@@ -65,8 +65,10 @@ FAULTS = Bounds(lookups=1, admin=0, crashes=1, restarts=1, ticks=2)
         (StoreKind.both, "current", Bounds(admin=0, ticks=1), 4),
         (StoreKind.metadata_store, "24186", Bounds(admin=0, ticks=2), 4),
         (StoreKind.system_topic, "24478", Bounds(lookups=1, admin=0, crashes=1, ticks=1), 10),
+        # pending unloads and a broker's registry cache are in the value (session 17)
+        (StoreKind.system_topic, "22899", Bounds(lookups=2, admin_kinds=("unload", "transfer"), ticks=1), 10),
     ],
-    ids=["topic-admin", "store-admin", "topic-faults", "store-faults", "both", "24186", "24478"],
+    ids=["topic-admin", "store-admin", "topic-faults", "store-faults", "both", "24186", "24478", "22899-unloads"],
 )
 def test_a_restored_state_steps_exactly_as_the_original(
     store: StoreKind, variant: str, bounds: Bounds, every: int

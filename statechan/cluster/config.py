@@ -26,6 +26,8 @@ class PlacementKind(enum.Enum):
 
 MAX_CLEAN_UP_DELAY_TIME_IN_SECS = 180
 OWNERSHIP_CLEAN_UP_MAX_WAIT_TIME_IN_MILLIS = 5_000
+OWNERSHIP_CLEAN_UP_WAIT_RETRY_DELAY_IN_MILLIS = 2_500
+"""How long a clean-up waits between looks at its overrides (master: a flush, then 2.5 s)."""
 BUNDLE_SPLIT_RETRY_LIMIT = 7
 VERSION_ID_INIT = 1
 
@@ -88,6 +90,73 @@ class Variant(BaseModel):
         "unchecked, and re-registers without catching its view up first",
     )
 
+    monitor_tombstones_active: bool = Field(
+        False,
+        description="#21721: the leader's monitor tombstones any record older than the tombstone delay, Owned too",
+    )
+    cleanup_by_source: bool = Field(
+        False,
+        description="#23064: the clean-up of a broker overrides every active bundle naming it, as owner or as "
+        "source (an Owned bundle whose owner is alive included)",
+    )
+    lookup_skips_owner_check: bool = Field(
+        False, description="#21811: a lookup answers the recorded owner without checking the registry"
+    )
+    cleanup_keeps_unplaceable: bool = Field(
+        False, description="#21811: an orphan no broker can take is left as it is (no Free written)"
+    )
+    free_override_needs_broker: bool = Field(
+        False,
+        description="#23349: an override with no broker to select (a Free with no destination) is never "
+        "published (the record's constructor refused it)",
+    )
+    no_reregister_on_deletion: bool = Field(
+        False, description="#23359: a broker does not register again when its own registry node is deleted"
+    )
+    no_register_on_reconnect: bool = Field(
+        False, description="#24932: a broker does not register again when its metadata session is re-established"
+    )
+    no_election_on_reconnect: bool = Field(
+        False,
+        description="#23516: a broker whose session comes back does not take part in the election again "
+        "(the election can stay empty)",
+    )
+    leader_id_mismatch: bool = Field(
+        False,
+        description="#21894: the leader writes its service URL to the election node, which no broker id "
+        "matches (nobody takes on the leader's duties)",
+    )
+    assign_defers_late: bool = Field(
+        False,
+        description="#20677: a lookup of an unowned bundle defers only when its assignment is published, "
+        "with no look at the view in between (a racing Owned already handled never answers it)",
+    )
+    session_state_stale: bool = Field(
+        False,
+        description="#25132: the monitor and the clean-up keep reading the metadata state as Unstable after "
+        "the session comes back (the field was not volatile)",
+    )
+    semi_terminal_waits_for_monitor: bool = Field(
+        False,
+        description="#22743: a Deleted, or a forced Free, is left for the leader's monitor to tombstone after "
+        "the tombstone delay instead of being tombstoned at once by its source",
+    )
+    unload_done_on_any_owned: bool = Field(
+        False,
+        description="#22379: an unload is reported done on any Owned or Free of its bundle, an assignment's "
+        "Owned (no source) included",
+    )
+    forced_unload_never_done: bool = Field(
+        False,
+        description="#22859: an unload is never reported done by its bundle's tombstone, nor by a forced Free "
+        "(which waits for the tombstone)",
+    )
+    registry_read_without_wait: bool = Field(
+        False,
+        description="#22899: a lookup's owner check reads the registry cache without waiting for it: an owner "
+        "this broker never read before looks unregistered, so the lookup is deferred",
+    )
+
     def label(self) -> str:
         on = [name for name, field in Variant.model_fields.items() if name != "model" and getattr(self, name)]
         base = self.model if self.model != DEFAULT_MODEL else "current"
@@ -103,6 +172,20 @@ VARIANTS: dict[str, Variant] = {
     "25946": Variant(syncer_drops_deletions=True),
     "24186": Variant(store_retry_without_recheck=True),
     "24478": Variant(stale_after_session_loss=True),
+    "21721": Variant(monitor_tombstones_active=True),
+    "23064": Variant(cleanup_by_source=True),
+    "21811": Variant(lookup_skips_owner_check=True, cleanup_keeps_unplaceable=True),
+    "23349": Variant(free_override_needs_broker=True),
+    "23359": Variant(no_reregister_on_deletion=True),
+    "24932": Variant(no_register_on_reconnect=True),
+    "23516": Variant(no_election_on_reconnect=True),
+    "21894": Variant(leader_id_mismatch=True),
+    "20677": Variant(assign_defers_late=True),
+    "25132": Variant(session_state_stale=True),
+    "22743": Variant(semi_terminal_waits_for_monitor=True),
+    "22379": Variant(unload_done_on_any_owned=True),
+    "22859": Variant(forced_unload_never_done=True),
+    "22899": Variant(registry_read_without_wait=True),
 }
 """Named variants: the current protocol and one per historical bug (by PR number)."""
 

@@ -46,6 +46,7 @@ from statechan.cluster.config import (
     BUNDLE_SPLIT_RETRY_LIMIT,
     MAX_CLEAN_UP_DELAY_TIME_IN_SECS,
     OWNERSHIP_CLEAN_UP_MAX_WAIT_TIME_IN_MILLIS,
+    OWNERSHIP_CLEAN_UP_WAIT_RETRY_DELAY_IN_MILLIS,
     SimConfig,
     StoreKind,
 )
@@ -177,6 +178,10 @@ class Broker:
         self.leader_view: str | None = None
         self.last_session_event = (SessionEvent.SessionReestablished, 0)
         self.cleanup_jobs: dict[str, _Timer] = {}
+        self.unloads: dict[str, tuple[str | None, str | None]] = {}
+        self.registry_cache: set[str] = set()
+        """Brokers whose registry entry this broker has loaded (kept only with #22899 put back)."""
+        """Admin unloads issued here and not seen complete (Pulsar's UnloadManager): key -> (source, destination)."""
         self.closed_units: Counter[str] = Counter()
         self.shutting_down = False
         self.handled: Counter[str] = Counter()
@@ -228,7 +233,7 @@ class Broker:
             else:  # #23298: register without a version check over the old session's node
                 self.client.set(path, data)
         except StoreError:
-            pass
+            self.cluster.counters["register-failed"] += 1
 
     # -- views and registry ------------------------------------------------------------------------
     def value(self, key: str) -> ServiceUnitStateData | None:
@@ -243,9 +248,12 @@ class Broker:
 
     def registered_brokers(self) -> list[str]:
         try:
-            return sorted(self.client.children(REGISTRY))
+            brokers = sorted(self.client.children(REGISTRY))
         except SessionExpiredError:
             return []
+        if self.cluster.config.variant.registry_read_without_wait:
+            self.registry_cache.update(brokers)  # placement loads every broker's entry
+        return brokers
 
     @property
     def is_leader(self) -> bool:
@@ -333,11 +341,33 @@ class Broker:
             self._finish_lookup(key, None)
             if data.source_broker == self.id and data.force:
                 self.closed_units[key] += 1
-                self.tasks.append(Task("tombstone", key, data))
+                if not self.cluster.config.variant.semi_terminal_waits_for_monitor:
+                    self.tasks.append(Task("tombstone", key, data))  # #22743: at once
         elif state is S.Deleted:
             self._finish_lookup(key, None, error=f"IllegalArgumentException: {key} is deleted.")
-            if data.source_broker == self.id:
-                self.tasks.append(Task("tombstone", key, data))
+            if data.source_broker == self.id and not self.cluster.config.variant.semi_terminal_waits_for_monitor:
+                self.tasks.append(Task("tombstone", key, data))  # #22743: at once
+        if self.unloads:
+            self._unload_event(key, data)
+
+    def _unload_event(self, key: str, data: ServiceUnitStateData | None) -> None:
+        """Pulsar's UnloadManager on this broker: an unload it issued is done on its bundle's Free,
+        on an Owned with a source (a transfer's end, an override), or on the tombstone. Since
+        #22379 an assignment's Owned or Assigning (no source) is not an unload's end; since #22859
+        a forced Free waits for its tombstone, and the tombstone ends the unload."""
+        if key not in self.unloads:
+            return
+        variant = self.cluster.config.variant
+        if data is None or data.state is S.Init:
+            done = not variant.forced_unload_never_done
+        elif data.state is S.Free:
+            done = not data.force or variant.unload_done_on_any_owned
+        elif data.state is S.Owned:
+            done = not is_blank(data.source_broker) or variant.unload_done_on_any_owned
+        else:
+            done = False
+        if done:
+            del self.unloads[key]
 
     def handle_existing(self, key: str, data: ServiceUnitStateData | None) -> None:
         """Items already in the view at start: Owned by us is loaded; since #25379 an Assigning
@@ -371,8 +401,13 @@ class Broker:
             self._finish_lookup(task.key, None, error="ServiceUnitNotReadyException: channel disabled")
             return task
         if task.kind == "commit" and task.pending is not None:
+            result = None
             with contextlib.suppress(StoreError):
-                task.pending.commit()
+                result = task.pending.commit()
+            failed = result is not None and result.error is not None and not result.error.startswith("conflict")
+            if failed and data is not None and data.state is S.Assigning and is_blank(data.source_broker):
+                # an assignment's put failed (no session): the lookup waiting on it fails with it
+                self._finish_lookup(task.key, None, error=f"MetadataStoreException: {result.error}")  # type: ignore[union-attr]
         elif task.kind == "own" and data is not None:
             self.publish(task.key, self._data(S.Owned, data.dst_broker, data.source_broker, next_version(data)))
         elif task.kind == "release" and data is not None:
@@ -444,6 +479,14 @@ class Broker:
         state = S.Init if data is None else data.state
         if state in (S.Owned, S.Splitting):
             owner = data.dst_broker if state is S.Owned else data.source_broker  # type: ignore[union-attr]
+            if self.cluster.config.variant.lookup_skips_owner_check:
+                return self._answer(key, owner, None)  # #21811 put back: no active-owner check
+            if self.cluster.config.variant.registry_read_without_wait and (owner or "") not in self.registry_cache:
+                # #22899 put back: the cache's first read of the owner is still loading, so the owner
+                # looks inactive and the lookup defers (the load lands before the next read)
+                self.registry_cache.add(owner or "")
+                self._defer(key)
+                return None
             registered = self.is_registered(owner or "")
             if registered or (registered is None and self._answers_unchecked()):
                 return self._answer(key, owner, None)
@@ -467,7 +510,8 @@ class Broker:
         if selected is None:
             return self._answer(key, None, "no broker available")
         self.tasks.append(Task("assign", key, None, selected))
-        self._defer(key)
+        if not self.cluster.config.variant.assign_defers_late:
+            self._defer(key)  # #20677: deferred as the view is read, so the next event answers it
         return None
 
     def _publish_assign(self, key: str, selected: str) -> None:
@@ -483,9 +527,16 @@ class Broker:
                 return
             selected = replacement
         held = self.value(key)
-        if held is not None and held.state not in (S.Free,):
+        if self.cluster.config.variant.assign_defers_late:
+            # #20677 put back: the lookup defers now, whatever the view holds, and the Assigning is
+            # published even over a newer state (the resolver refuses it; nothing answers the lookup)
+            self._defer(key)
+        elif held is not None and held.state not in (S.Free,):
             return  # someone else got there first: the pending lookup completes on their Owned
-        self.publish(key, self._data(S.Assigning, selected, None, next_version(held)))
+        put = self.publish(key, self._data(S.Assigning, selected, None, next_version(held)))
+        if put is None and isinstance(self.view, MetadataStoreTableView):
+            # the put failed (no session): so does the lookup's future (publishAssignEventAsync)
+            self._finish_lookup(key, None, error="MetadataStoreException: the assignment could not be written")
 
     def _defer(self, key: str) -> None:
         if key not in self.pending_lookups:
@@ -512,7 +563,7 @@ class Broker:
     def _finish_lookup(self, key: str, owner: str | None, error: str | None = None) -> None:
         if self.pending_lookups.pop(key, None) is None:
             return
-        if error is None and owner is not None:
+        if error is None and owner is not None and not self.cluster.config.variant.lookup_skips_owner_check:
             registered = self.is_registered(owner)
             if registered is False:
                 error = f"IllegalStateException: The new owner {owner} is inactive."
@@ -551,7 +602,12 @@ class Broker:
                 self.try_lead()
         elif path.startswith(REGISTRY + "/"):
             broker_id = path[len(REGISTRY) + 1 :]
-            if broker_id == self.id and notification.event is NodeEvent.Deleted and not self.shutting_down:
+            if (
+                broker_id == self.id
+                and notification.event is NodeEvent.Deleted
+                and not self.shutting_down
+                and not self.cluster.config.variant.no_reregister_on_deletion
+            ):
                 self.register()  # #23359: re-register when our own node goes
             if self.is_leader and broker_id != self.id:
                 if notification.event is NodeEvent.Deleted:
@@ -564,18 +620,22 @@ class Broker:
     def _on_session_event(self, event: SessionEvent) -> None:
         if not self.alive:
             return
-        self.last_session_event = (event, self.cluster.clock.now_ms())
+        if not (event is SessionEvent.SessionReestablished and self.cluster.config.variant.session_state_stale):
+            self.last_session_event = (event, self.cluster.clock.now_ms())  # #25132: seen by the monitor
         if event is SessionEvent.SessionLost:
             self.leader_view = None  # the election's node went with the session
         elif event is SessionEvent.SessionReestablished:
             if self.shutting_down:
                 return  # the registry was closed by the shutdown: it does not register again
-            if not self.cluster.config.variant.stale_after_session_loss:
+            variant = self.cluster.config.variant
+            if not variant.stale_after_session_loss:
                 self.view.flush()  # #24478: catch up before serving again
-            self.register()  # #24932
-            self._read_leader()
-            if self.leader_view is None:
-                self.try_lead()
+            if not variant.no_register_on_reconnect:
+                self.register()  # #24932
+            if not variant.no_election_on_reconnect:  # #23516: the election starts again
+                self._read_leader()
+                if self.leader_view is None:
+                    self.try_lead()
 
     def _read_leader(self) -> None:
         try:
@@ -591,8 +651,10 @@ class Broker:
     def try_lead(self) -> None:
         if not self.alive or self.shutting_down:
             return
+        # #21894: the election's value once was the service URL, which matches no broker id
+        value = f"http://{self.id}" if self.cluster.config.variant.leader_id_mismatch else self.id
         try:
-            self.client.create(LEADER, self.id.encode(), ephemeral=True)
+            self.client.create(LEADER, value.encode(), ephemeral=True)
         except StoreError:
             return
         self.cluster.record({"kind": "leader", "time": self.cluster.clock.now_ms(), "broker": self.id})
@@ -621,9 +683,11 @@ class Broker:
 
     def orphans_of(self, broker_id: str) -> list[tuple[str, ServiceUnitStateData]]:
         chosen = []
+        active, in_flight = self.cluster.model.active, self.cluster.model.in_flight
+        by_source = self.cluster.config.variant.cleanup_by_source  # #23064 put back
         for key, data in self.view.items():
-            if (data.dst_broker == broker_id and data.state in self.cluster.model.active) or (
-                data.source_broker == broker_id and data.state in self.cluster.model.in_flight
+            if (data.dst_broker == broker_id and data.state in active) or (
+                data.source_broker == broker_id and data.state in (active if by_source else in_flight)
             ):
                 chosen.append((key, data))
         return chosen
@@ -640,15 +704,18 @@ class Broker:
             self.override_ownership(key, data, broker_id, gracefully)
         self.cluster.counters["cleanup-overrides"] += len(orphans)
         # #26520: an override can lose the race to the record it overrides; look again, from the
-        # newest version, every 100 ms for up to OWNERSHIP_CLEAN_UP_MAX_WAIT_TIME_IN_MILLIS
-        # (a graceful clean-up polls for the whole wait: its own view may not show a late write yet)
+        # newest version, every OWNERSHIP_CLEAN_UP_WAIT_RETRY_DELAY_IN_MILLIS (master: a flush, then
+        # 2.5 s) for up to OWNERSHIP_CLEAN_UP_MAX_WAIT_TIME_IN_MILLIS (a graceful clean-up polls for
+        # the whole wait: its own view may not show a late write yet)
         if (
             (orphans or gracefully)
             and not self.cluster.config.variant.cleanup_without_retry
-            and (attempt + 1) * 100 < OWNERSHIP_CLEAN_UP_MAX_WAIT_TIME_IN_MILLIS
+            and (attempt + 1) * OWNERSHIP_CLEAN_UP_WAIT_RETRY_DELAY_IN_MILLIS
+            < OWNERSHIP_CLEAN_UP_MAX_WAIT_TIME_IN_MILLIS
         ):
             mark = "+" if gracefully else ""
-            self.cluster.schedule("cleanup-recheck", self, 100, f"{mark}{attempt + 1}|{broker_id}")
+            delay = OWNERSHIP_CLEAN_UP_WAIT_RETRY_DELAY_IN_MILLIS
+            self.cluster.schedule("cleanup-recheck", self, delay, f"{mark}{attempt + 1}|{broker_id}")
 
     def override_ownership(
         self, key: str, orphan: ServiceUnitStateData, inactive: str | None, gracefully: bool
@@ -657,6 +724,13 @@ class Broker:
         candidates = [b for b in self.registered_brokers() if b not in exclude]
         selected = self.cluster.place(candidates)
         version = next_version(orphan)
+        variant = self.cluster.config.variant
+        if selected is None and variant.cleanup_keeps_unplaceable:
+            self.cluster.counters["orphan-left"] += 1  # #21811 put back: nobody can take it, so nothing is written
+            return
+        if selected is None and variant.free_override_needs_broker:
+            self.cluster.counters["override-refused"] += 1  # #23349 put back: a Free naming no broker is refused
+            return
         if selected is None:
             src = orphan.dst_broker if orphan.state is S.Owned else orphan.source_broker
             override = self._data(S.Free, None, src, version, force=True)
@@ -684,6 +758,8 @@ class Broker:
         timed_out: list[tuple[str, ServiceUnitStateData]] = []
         tombstones: list[str] = []
         in_flight, active_states = self.cluster.model.in_flight, self.cluster.model.active
+        tombstones_active = self.cluster.config.variant.monitor_tombstones_active
+        tombstone_after = cfg.tombstone_delay_s * 1000
         for key, data in self.view.items():
             state = data.state
             if state is S.Owned and (is_blank(data.dst_broker) or data.dst_broker not in active):
@@ -694,8 +770,8 @@ class Broker:
                 inactive.add(data.dst_broker or "")
             elif state in in_flight and now - data.timestamp > cfg.in_flight_wait_ms:
                 timed_out.append((key, data))
-            elif state not in active_states and now - data.timestamp > cfg.tombstone_delay_s * 1000:
-                tombstones.append(key)
+            elif (state not in active_states or tombstones_active) and now - data.timestamp > tombstone_after:
+                tombstones.append(key)  # #21721 put back: an Owned record old enough is tombstoned too
         for key in tombstones:
             self.publish(key, None)
         for broker_id in sorted(b for b in inactive if b):
@@ -1287,7 +1363,9 @@ class Cluster:
                     f"{action.describe()}: {dest} is not registered as {action.broker} reads the registry"
                     " (Pulsar's admin refuses a transfer to an inactive destination broker)"
                 )
-            broker.publish(action.bundle, broker._data(S.Releasing, dest, data.dst_broker, next_version(data)))
+            put = broker.publish(action.bundle, broker._data(S.Releasing, dest, data.dst_broker, next_version(data)))
+            if put is None or not put.verdict.rejected:  # a refused put fails the admin call at once
+                broker.unloads.setdefault(action.bundle, (data.dst_broker, dest))
         elif isinstance(action, Split):
             broker = self._started(action.broker)
             data = broker.value(action.bundle)
@@ -1350,6 +1428,7 @@ class Cluster:
         broker.channel = ChannelState.Closed
         broker.tasks.clear()
         broker.pending_lookups.clear()
+        broker.unloads.clear()
         broker.view.close()
         self.crash_times[broker.id] = self.clock.now_ms()
         self._dead_clients[(broker.id, broker.incarnation)] = broker.client
@@ -1419,6 +1498,7 @@ class Cluster:
             broker.alive = False
             broker.channel = ChannelState.Closed
             broker.tasks.clear()
+            broker.unloads.clear()
             broker.view.close()
             broker.client.close()
             self.departed.add(broker.id)
@@ -1434,6 +1514,10 @@ class Cluster:
         connected: set[str] = set()
         acting: set[str] = set()
         incarnations: dict[str, int] = {}
+        pending: dict[str, Mapping[str, int]] = {}
+        unloads: dict[str, Mapping[str, tuple[str | None, str | None]]] = {}
+        positions: dict[str, int] = {}
+        wait = self.config.channel.in_flight_wait_ms
         for i, b in self.brokers.items():  # one pass over the running brokers, for every field
             if not b.alive:
                 continue
@@ -1446,6 +1530,13 @@ class Cluster:
             if b.leader_view == i:
                 acting.add(i)
             incarnations[i] = b.incarnation
+            if b.pending_lookups:
+                pending[i] = {key: deadline - wait for key, deadline in b.pending_lookups.items()}
+            if b.unloads:
+                unloads[i] = dict(b.unloads)
+            if b.reader is not None:
+                positions[i] = b.reader.position
+        registry = {b: node[1] for b in self.brokers if (node := self.store.get(f"{REGISTRY}/{b}")) is not None}
         return Observation.of(
             time=self.clock.now_ms(),
             step=len(self.history),
@@ -1453,7 +1544,7 @@ class Cluster:
             serving=serving,
             started=started,
             connected=connected,
-            registered={b for b in self.brokers if self.registered(b)},
+            registered=set(registry),
             unregistered_at=dict(self.unregistered_at),
             leader=self.leader(),
             leader_since=self.leader_since,
@@ -1470,6 +1561,10 @@ class Cluster:
             born=settled.born,
             deleted=settled.deleted,
             incarnations=incarnations,
+            pending_lookups=pending,
+            pending_unloads=unloads,
+            positions=positions,
+            registered_since={b: stat.modified_ms for b, stat in registry.items()},
         )
 
     def _settled_channel(self) -> _Settled:

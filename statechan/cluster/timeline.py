@@ -55,6 +55,12 @@ def build_timeline(
         check.start(cluster)  # the first step's step invariants compare with the starting state
     start = cluster.clock.now_ms()
     steps: list[TimelineStep] = []
+    if check is not None:  # the starting state is a state of the run too (#21894 breaks it)
+        at_start = check(cluster)
+        if at_start:
+            steps.append(TimelineStep(0, 0, "start", violations=at_start))
+            if stop_at_violation:
+                return steps
     for number, action in enumerate(actions, start=1):
         mark = len(cluster.trace)
         step = TimelineStep(number, cluster.clock.now_ms() - start, action.describe())

@@ -379,6 +379,10 @@ def _broker(cap: _Capture, broker: Broker, owner: dict[int, str], live: dict[int
         (event._value_, cap.age(when)),
         jobs,
         broker.shutting_down,
+        tuple(sorted((key, cap.name(src), cap.name(dst)) for key, (src, dst) in broker.unloads.items()))
+        if broker.unloads
+        else (),
+        tuple(sorted(cap.name(b) or b for b in broker.registry_cache)) if broker.registry_cache else (),
     )
 
 
@@ -532,6 +536,8 @@ class _Rename:
             event,
             jobs,
             shutting_down,
+            unloads,
+            registry_cache,
         ) = record
         return (
             self.name(broker_id),
@@ -562,6 +568,8 @@ class _Rename:
             if jobs
             else (),
             shutting_down,
+            tuple(sorted((key, self.name(src), self.name(dst)) for key, src, dst in unloads)) if unloads else (),
+            tuple(sorted(self.name(b) for b in registry_cache)) if registry_cache else (),
         )
 
 
@@ -694,6 +702,8 @@ def signature(cluster: Cluster, broker_id: str) -> tuple[Any, ...]:
         view.reader.position if isinstance(view, SystemTopicTableView) and broker.alive else -1,
         cluster.store.get(_REGISTRY + broker_id) is not None,
         len(broker.cleanup_jobs),
+        len(broker.unloads),
+        len(broker.registry_cache),
     )
 
 
@@ -1214,7 +1224,11 @@ def _fill_broker(broker: Broker, record: Value, r: _Restore, timers: list[_Timer
         (event, when),
         jobs_v,
         broker.shutting_down,
+        unloads_v,
+        cache_v,
     ) = record
+    broker.registry_cache = set(cache_v)
+    broker.unloads = {key: (src, dst) for key, src, dst in unloads_v} if unloads_v else {}
     broker.pending_lookups = {key: r.time(at) for key, at in lookups_v} if lookups_v else {}
     broker.last_session_event = (_SESSION[event], r.time(when))
     view = broker.view

@@ -558,6 +558,117 @@ def syncer_equivalence(obs: Observation) -> list[Violation]:
     return [Violation("syncer-equivalence", f"{obs.syncer_differences} key(s) differ between the two stores")]
 
 
+@invariant(
+    "registered-while-running",
+    "Once nothing is waiting, every broker whose channel is started and whose metadata session is "
+    "connected is in the registry: a broker takes full part or none.",
+    ["#23298", "#23359", "#24932", "#23297"],
+    when="quiescent",
+)
+def registered_while_running(obs: Observation) -> list[Violation]:
+    return [
+        Violation("registered-while-running", f"{broker} runs, connected, but is not registered")
+        for broker in sorted(obs.started & obs.connected)
+        if broker not in obs.registered
+    ]
+
+
+@invariant(
+    "lookup-not-stranded",
+    "Once nothing is waiting, no running, connected broker holds a deferred lookup of a bundle its view "
+    "shows with no owner (Init, Free, Deleted: their events answer lookups), or shows Owned (or "
+    "Splitting) by a broker the registry has named without a break since the lookup was deferred: "
+    "nothing but the lookup's timeout would answer it.",
+    ["#20677", "#22899", "#26146", "#21811"],
+    when="quiescent",
+)
+def lookup_not_stranded(obs: Observation) -> list[Violation]:
+    found = []
+    for broker, pending in sorted(obs.pending_lookups.items()):
+        if broker not in obs.started or broker not in obs.connected:
+            continue
+        view = obs.views.get(broker, {})
+        for key, deferred_at in sorted(pending.items()):
+            data = view.get(key)
+            if data is None or data.state in (S.Init, S.Free, S.Deleted):
+                held = _brief(data)
+            elif data.state in (S.Owned, S.Splitting):
+                owner = data.dst_broker if data.state is S.Owned else data.source_broker
+                since = obs.registered_since.get(owner or "")
+                if since is None or since > deferred_at:
+                    continue  # its owner left, or came back after: an event or the timeout decides
+                held = f"{_brief(data)}, {owner} registered since before the lookup"
+            else:
+                continue  # in flight: the settling event answers it
+            detail = f"{broker} deferred a lookup at {deferred_at} and still waits, its view holding {held}"
+            found.append(Violation("lookup-not-stranded", detail, key))
+    return found
+
+
+@invariant(
+    "semi-terminal-tombstoned",
+    "Once nothing is waiting, no running broker's view holds a Deleted, or a forced Free, whose source "
+    "broker runs: the source tombstones it at once, so a finished split or a forced release leaves no "
+    "record behind to block the key's next life.",
+    ["#22743", "#22859"],
+    when="quiescent",
+)
+def semi_terminal_tombstoned(obs: Observation) -> list[Violation]:
+    found = []
+    reported: set[str] = set()
+    for broker in sorted(obs.started):
+        for key, data in sorted(obs.views.get(broker, {}).items()):
+            if key in reported or not (data.state is S.Deleted or (data.state is S.Free and data.force)):
+                continue
+            if data.source_broker in obs.started and data.source_broker in obs.connected:
+                reported.add(key)
+                detail = f"{broker} holds {_brief(data)}, and its source runs but has not tombstoned it"
+                found.append(Violation("semi-terminal-tombstoned", detail, key))
+    return found
+
+
+@invariant(
+    "unload-not-stranded",
+    "Once nothing is waiting, no running broker still waits for an admin unload of a bundle its view "
+    "holds nothing for, or holds Free with no force: the event that brought the view there ends the "
+    "unload (system topic; a metadata-store view refilled after a session loss has no such event).",
+    ["#22859", "#22379"],
+    when="quiescent",
+)
+def unload_not_stranded(obs: Observation) -> list[Violation]:
+    if obs.config.storage is not StorageType.SystemTopic:
+        return []
+    found = []
+    for broker, ops in sorted(obs.pending_unloads.items()):
+        if broker not in obs.started:
+            continue
+        view = obs.views.get(broker, {})
+        for key, (source, _destination) in sorted(ops.items()):
+            value = view.get(key)
+            if value is None or value.state is S.Init or (value.state is S.Free and not value.force):
+                detail = f"{broker} still waits for its unload of {source}, its view holding {_brief(value)}"
+                found.append(Violation("unload-not-stranded", detail, key))
+    return found
+
+
+@invariant(
+    "leader-elected",
+    "Once nothing is waiting, while a broker runs with its session connected, the election names a "
+    "leader, and the leader it names is one of the cluster's brokers.",
+    ["#23516", "#23138", "#21894", "#23125"],
+    when="quiescent",
+)
+def leader_elected(obs: Observation) -> list[Violation]:
+    if not obs.started & obs.connected:
+        return []
+    if obs.leader is None:
+        running = ", ".join(sorted(obs.started & obs.connected))
+        return [Violation("leader-elected", f"nobody is elected while {running} run connected")]
+    if obs.leader not in obs.config.broker_ids():
+        return [Violation("leader-elected", f"the election names {obs.leader!r}, which is no broker's id")]
+    return []
+
+
 # -- history invariants ------------------------------------------------------------------------------
 @history_invariant(
     "version-monotonic",
@@ -983,6 +1094,13 @@ class _Changes:
         was, now = self.before.born.get(key), self.after.born.get(key)
         return was is None or now is None or now <= was
 
+    def crossed_deletion(self, broker: str, key: str) -> bool:
+        """The broker's topic reader moved past the start of the key's current lifetime in this
+        step: its view crossed the key's deletion (a flush reads the tombstone and what follows)."""
+        born = self.after.born.get(key)
+        was, now = self.before.positions.get(broker), self.after.positions.get(broker)
+        return born is not None and was is not None and now is not None and was <= born < now
+
     def lands_on_channel(self, key: str, value: ServiceUnitStateData) -> bool:
         """A view's new value is the channel's settled one: a reader that caught up, possibly
         across a deletion (a store view reads the node as it is, a topic view reads to the end)."""
@@ -1017,7 +1135,8 @@ def _changes(before: Observation, after: Observation) -> _Changes:
     "From one observation to the next, the channel's settled value for a key never takes a lower "
     "version within one lifetime (unless the key was deleted and written again in between), and no "
     "running broker's view (the same incarnation) moves a key it held to a lower version, unless it "
-    "lands on the channel's settled value (a reader that crossed a deletion).",
+    "lands on the channel's settled value or its topic reader passed the start of the key's current "
+    "lifetime in that step (a reader that crossed a deletion).",
     differs="The history form sees every record a view takes and counts a deletion only when the view "
     "itself took the tombstone; the step form sees where each step leaves a view and counts a deletion by "
     "the channel. So a metadata-store view that reads a node deleted and created again since its last "
@@ -1033,7 +1152,11 @@ def version_monotonic_step(before: Observation, after: Observation) -> list[Viol
             detail = f"the channel went from {_brief(old)} to {_brief(new)}"
             found.append(Violation("version-monotonic", detail, key))
     for broker, key, old, new in changes.views:
-        if new.version_id < old.version_id and not changes.lands_on_channel(key, new):
+        if (
+            new.version_id < old.version_id
+            and not changes.lands_on_channel(key, new)
+            and not changes.crossed_deletion(broker, key)
+        ):
             settled = _brief(after.channel.get(key))
             detail = f"{broker} went from {_brief(old)} to {_brief(new)} (the channel holds {settled})"
             found.append(Violation("version-monotonic", detail, key))
@@ -1045,7 +1168,7 @@ def version_monotonic_step(before: Observation, after: Observation) -> list[Viol
     "From one observation to the next, the channel's settled value for a key never changes to a "
     "different value of the same version within one lifetime, and no running broker's view (the same "
     "incarnation) replaces a value it held by a different one of the same version, unless it lands on "
-    "the channel's settled value.",
+    "the channel's settled value or its topic reader crossed the key's deletion in that step.",
     differs="The history form also requires every value a view takes to be one the channel settled on "
     "at some time: that needs every value settled so far, a history the state does not hold, so the "
     "step form decides the per-step part only (a view taking a value of a higher version than the "
@@ -1061,7 +1184,12 @@ def one_value_per_version_step(before: Observation, after: Observation) -> list[
             detail = f"the channel's version {new.version_id} went from {_brief(old)} to {_brief(new)}"
             found.append(Violation("one-value-per-version", detail + _differing(old, new), key))
     for broker, key, old, new in changes.views:
-        if new.version_id == old.version_id and old != new and not changes.lands_on_channel(key, new):
+        if (
+            new.version_id == old.version_id
+            and old != new
+            and not changes.lands_on_channel(key, new)
+            and not changes.crossed_deletion(broker, key)
+        ):
             detail = f"{broker}'s version {new.version_id} went from {_brief(old)} to {_brief(new)}"
             found.append(Violation("one-value-per-version", detail + _differing(old, new), key))
     return found
@@ -1133,6 +1261,52 @@ def split_partitions_parent_step(before: Observation, after: Observation) -> lis
         ranges = ", ".join(child.range_name for child in children) or "none"
         detail = f"Deleted after {_brief(old)}; children held: {ranges}, which do not partition {parent.range_name}"
         found.append(Violation("split-partitions-parent", detail, key))
+    return found
+
+
+@step_invariant(
+    "no-spurious-takeover",
+    "From one observation to the next, the channel never takes a bundle Owned by a broker that runs "
+    "and is registered in both away from that broker by a forced record (a clean-up or monitor "
+    "override) or a tombstone: overrides are for the bundles of brokers that left or died.",
+    ["#23064", "#21721"],
+)
+def no_spurious_takeover(before: Observation, after: Observation) -> list[Violation]:
+    changes = _changes(before, after)
+    found = []
+    for key, old, new in changes.channel:
+        if old is None or old.state is not S.Owned or (new is not None and (not new.force or new == old)):
+            continue
+        owner = old.dst_broker
+        if owner is None or not all(owner in o.registered and owner in o.started for o in (before, after)):
+            continue
+        what = "tombstoned" if new is None else f"overridden by {_brief(new)}"
+        found.append(Violation("no-spurious-takeover", f"{_brief(old)} {what} while {owner} runs, registered", key))
+    return found
+
+
+@step_invariant(
+    "unload-completion-matches",
+    "From one observation to the next, an admin unload a broker issued is reported done only on a "
+    "record the unload caused: its view's value for the bundle then names the unloaded owner as its "
+    "source (the Free of a plain unload, the Owned that ends a transfer or an override) or is the "
+    "tombstone; never an assignment's Owned, which has no source.",
+    ["#22379", "#22859"],
+)
+def unload_completion_matches(before: Observation, after: Observation) -> list[Violation]:
+    found = []
+    for broker, ops in before.pending_unloads.items():
+        if broker not in after.incarnations or before.incarnations.get(broker) != after.incarnations.get(broker):
+            continue  # crashed or restarted: its unloads failed with it
+        still = after.pending_unloads.get(broker, {})
+        for key, (source, _destination) in ops.items():
+            if key in still:
+                continue
+            value = after.views.get(broker, {}).get(key)
+            if value is None or value.source_broker == source:
+                continue
+            detail = f"{broker} reported its unload of {source} done on {_brief(value)}"
+            found.append(Violation("unload-completion-matches", detail, key))
     return found
 
 
@@ -1455,6 +1629,14 @@ STEP_GAPS = {
     "one-value-per-version (views)": "the history form's second part, every value a view takes being one "
     "the channel settled on at some time, needs every value settled so far: a history the state does not "
     "hold. The step form decides the per-step part; the trace forms decide the rest.",
+    "registered-while-running, leader-elected, lookup-not-stranded, unload-not-stranded, "
+    "unload-completion-matches": "no trace form: they read what a broker holds in memory (whether its "
+    "channel runs, its session, its deferred lookups, the unloads it waits for), which a channel trace "
+    "does not record; the trace's `registry` and `leader` records alone cannot tell a running broker "
+    "from a stopped one.",
+    "no-spurious-takeover, semi-terminal-tombstoned": "no trace form yet: a trace records the channel's "
+    "overrides and tombstones, but whether the owner was running then needs the registry records and a "
+    "liveness the trace does not carry (a crashed broker stays registered until its session ends).",
 }
 """What the step forms do not cover, and why (the catalogue page lists it)."""
 
