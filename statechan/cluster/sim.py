@@ -92,6 +92,15 @@ LEADER = "/loadbalance/leader"
 SPLIT_METADATA = "/admin/local-policies"
 
 
+REGISTRY_PATHS: dict[str, str] = {}
+"""Each broker's registry path, made once (the observation reads every broker's each step)."""
+
+
+def _registry_path(broker_id: str) -> str:
+    path = REGISTRY_PATHS[broker_id] = f"{REGISTRY}/{broker_id}"
+    return path
+
+
 class ChannelState(enum.Enum):
     """Pulsar's channel states (``Closed`` .. ``Disabled``)."""
 
@@ -1536,7 +1545,14 @@ class Cluster:
                 unloads[i] = dict(b.unloads)
             if b.reader is not None:
                 positions[i] = b.reader.position
-        registry = {b: node[1] for b in self.brokers if (node := self.store.get(f"{REGISTRY}/{b}")) is not None}
+        registered: set[str] = set()
+        since: dict[str, int] = {}
+        get = self.store.get
+        for broker_id in self.brokers:
+            node = get(REGISTRY_PATHS.get(broker_id) or _registry_path(broker_id))
+            if node is not None:
+                registered.add(broker_id)
+                since[broker_id] = node[1].modified_ms
         return Observation.of(
             time=self.clock.now_ms(),
             step=len(self.history),
@@ -1544,7 +1560,7 @@ class Cluster:
             serving=serving,
             started=started,
             connected=connected,
-            registered=set(registry),
+            registered=registered,
             unregistered_at=dict(self.unregistered_at),
             leader=self.leader(),
             leader_since=self.leader_since,
@@ -1564,7 +1580,7 @@ class Cluster:
             pending_lookups=pending,
             pending_unloads=unloads,
             positions=positions,
-            registered_since={b: stat.modified_ms for b, stat in registry.items()},
+            registered_since=since,
         )
 
     def _settled_channel(self) -> _Settled:

@@ -1294,6 +1294,8 @@ def no_spurious_takeover(before: Observation, after: Observation) -> list[Violat
     ["#22379", "#22859"],
 )
 def unload_completion_matches(before: Observation, after: Observation) -> list[Violation]:
+    if not before.pending_unloads:
+        return []
     found = []
     for broker, ops in before.pending_unloads.items():
         if broker not in after.incarnations or before.incarnations.get(broker) != after.incarnations.get(broker):
