@@ -123,6 +123,22 @@ class Bounds(BaseModel):
             "tick": self.ticks,
         }
 
+    def options(self) -> list[str]:
+        """The ``statechan check`` options that give these bounds (those that differ from the defaults)."""
+        default = Bounds()
+        out: list[str] = []
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if value == getattr(default, name):
+                continue
+            if name == "admin_kinds":
+                out += [bound_flag(name), ",".join(value)]
+            elif name == "timely_delivery_ms" and value is None:
+                out.append("--untimely")
+            else:
+                out += [bound_flag(name), str(value)]
+        return out
+
     def describe(self) -> str:
         parts = [counted(self.brokers, "broker"), counted(self.bundles, "bundle"), counted(self.lookups, "lookup")]
         parts.append(f"{self.admin} admin ({'/'.join(self.admin_kinds)})")
@@ -144,6 +160,15 @@ class Bounds(BaseModel):
         if self.timely_delivery_ms is None:
             parts.append("untimely delivery")
         return ", ".join(parts)
+
+
+BOUND_FLAGS = {"timely_delivery_ms": "--timely-ms", "tombstone_delay_s": "--tombstone-delay"}
+"""The ``statechan check`` options whose names are not their :class:`Bounds` field's."""
+
+
+def bound_flag(field: str) -> str:
+    """The ``statechan check`` option that sets the :class:`Bounds` field ``field``."""
+    return BOUND_FLAGS.get(field, "--" + field.replace("_", "-"))
 
 
 def counted(n: int, noun: str) -> str:
@@ -334,6 +359,12 @@ class CheckResult:
         return self.violation is None and self.liveness is None
 
     @property
+    def within_bound(self) -> bool:
+        """Every state within the bound was explored: the search completed, or stopped only at its
+        depth bound (which is part of the bound)."""
+        return self.complete or (self.bounds.depth is not None and self.stopped.startswith("depth bound"))
+
+    @property
     def rate(self) -> float:
         return self.states / self.seconds if self.seconds > 0 else 0.0
 
@@ -511,13 +542,6 @@ def check(
         result.reduced, result.por_blockers = expander.reduced, expander.blockers
         return _finish(result, nodes, started)
 
-    from statechan.invariants.catalogue import check as check_invariants
-
-    broken_at_start = check_invariants(root.observe(), ids)
-    if broken_at_start:  # the initial state is a state within every bound (#21894 breaks it)
-        result.violation = "; ".join(str(v) for v in broken_at_start[:3])
-        return finish()
-
     def depth_of(key: bytes) -> int | None:
         """The depth of a state the search holds (for the reduction's cycle proviso)."""
         known = ids_of.get(key)
@@ -531,6 +555,13 @@ def check(
         if step is not None:
             path, picks = [*path, step[0]], [*picks, *step[1]]
         result.path, result.picks = path, picks
+
+    from statechan.invariants.catalogue import check as check_invariants
+
+    broken_at_start = check_invariants(root.observe(), ids)
+    if broken_at_start:  # the initial state is a state within every bound (#21894 breaks it)
+        fail(0, broken_at_start)
+        return finish()
 
     # a search makes many small containers that live until their state is expanded: the cycle
     # collector's youngest generation, run every 700 allocations by default, took about 7 % of the

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from statechan.audit import EXAMPLES_MAX, TIMEOUT_MAX_S
 from statechan.balance.cli import app as balance_app
-from statechan.checker import Bounds, FingerprintCollision, counted
+from statechan.checker import Bounds, FingerprintCollision, bound_flag, counted
 from statechan.clock import Clock
 from statechan.cluster.config import VARIANTS
 from statechan.docs import stale_docs, write_docs
@@ -437,8 +437,6 @@ def simulate_command(
 
 _BOUNDS = Bounds()
 """The checker's default bounds: the ``statechan check`` options default to them."""
-_BOUND_FLAGS = {"timely_delivery_ms": "--timely-ms", "tombstone_delay_s": "--tombstone-delay"}
-"""The ``statechan check`` flags whose names are not their ``Bounds`` field's."""
 
 
 @app.command("check")
@@ -594,7 +592,7 @@ def check_command(
     except pydantic.ValidationError as exc:
         for error in exc.errors():
             field = str(error["loc"][0]) if error["loc"] else "bounds"
-            flag = _BOUND_FLAGS.get(field, "--" + field.replace("_", "-"))
+            flag = bound_flag(field)
             err.print(f"[red]error:[/red] {flag}: {error['msg'].removeprefix('Value error, ')}", highlight=False)
         raise typer.Exit(2) from None
     graph_format = {".dot": "dot", ".gv": "dot", ".mmd": "mermaid"}.get(graph.suffix if graph else "")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import heapq
 import json
 import random
@@ -92,13 +93,10 @@ LEADER = "/loadbalance/leader"
 SPLIT_METADATA = "/admin/local-policies"
 
 
-REGISTRY_PATHS: dict[str, str] = {}
-"""Each broker's registry path, made once (the observation reads every broker's each step)."""
-
-
-def _registry_path(broker_id: str) -> str:
-    path = REGISTRY_PATHS[broker_id] = f"{REGISTRY}/{broker_id}"
-    return path
+@functools.cache
+def registry_path(broker_id: str) -> str:
+    """A broker's registry node (made once per id: the observation reads every broker's each step)."""
+    return f"{REGISTRY}/{broker_id}"
 
 
 class ChannelState(enum.Enum):
@@ -188,9 +186,9 @@ class Broker:
         self.last_session_event = (SessionEvent.SessionReestablished, 0)
         self.cleanup_jobs: dict[str, _Timer] = {}
         self.unloads: dict[str, tuple[str | None, str | None]] = {}
+        """Admin unloads issued here and not seen complete (Pulsar's UnloadManager): key -> (source, destination)."""
         self.registry_cache: set[str] = set()
         """Brokers whose registry entry this broker has loaded (kept only with #22899 put back)."""
-        """Admin unloads issued here and not seen complete (Pulsar's UnloadManager): key -> (source, destination)."""
         self.closed_units: Counter[str] = Counter()
         self.shutting_down = False
         self.handled: Counter[str] = Counter()
@@ -235,7 +233,7 @@ class Broker:
 
     def register(self) -> None:
         data = json.dumps({"broker": self.id, "incarnation": self.incarnation}).encode()
-        path = f"{REGISTRY}/{self.id}"
+        path = registry_path(self.id)
         try:
             if self.client.get(path) is None:
                 self.client.create(path, data, ephemeral=True)
@@ -251,7 +249,7 @@ class Broker:
     def is_registered(self, broker_id: str) -> bool | None:
         """Whether ``broker_id`` is in the registry, as this broker can tell (None: it cannot)."""
         try:
-            return self.client.get(f"{REGISTRY}/{broker_id}") is not None
+            return self.client.get(registry_path(broker_id)) is not None
         except SessionExpiredError:
             return None
 
@@ -1168,7 +1166,7 @@ class Cluster:
         return broker is not None and broker.alive and broker.incarnation == timer.incarnation
 
     def registered(self, broker_id: str) -> bool:
-        return self.store.get(f"{REGISTRY}/{broker_id}") is not None
+        return self.store.get(registry_path(broker_id)) is not None
 
     def healthy(self, broker_id: str) -> bool:
         """Pulsar's broker health check: the broker answers and its channel runs."""
@@ -1456,7 +1454,7 @@ class Cluster:
         broker.channel = ChannelState.Disabled
         broker.shutting_down = True
         with contextlib.suppress(StoreError):
-            broker.client.delete(f"{REGISTRY}/{broker.id}")
+            broker.client.delete(registry_path(broker.id))
         broker.do_cleanup(broker.id, gracefully=True)
         self.schedule("shutdown-complete", broker, OWNERSHIP_CLEAN_UP_MAX_WAIT_TIME_IN_MILLIS)
 
@@ -1549,7 +1547,7 @@ class Cluster:
         since: dict[str, int] = {}
         get = self.store.get
         for broker_id in self.brokers:
-            node = get(REGISTRY_PATHS.get(broker_id) or _registry_path(broker_id))
+            node = get(registry_path(broker_id))
             if node is not None:
                 registered.add(broker_id)
                 since[broker_id] = node[1].modified_ms

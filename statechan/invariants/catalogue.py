@@ -19,7 +19,7 @@ import dataclasses
 import itertools
 import operator
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -421,26 +421,25 @@ def orphan_cleaned(obs: Observation) -> list[Violation]:
         return []
     active = _model(obs).active
     found = []
-    reported: set[str] = set()
-    for broker in sorted(obs.views):
-        if broker not in obs.started:
-            continue
-        for key, data in sorted(obs.views[broker].items()):
-            if data.state not in active or key in reported:
-                continue
-            held_by = holder(data)
-            if held_by is not None and held_by in overdue:
-                since = obs.unregistered_at[held_by]
-                reported.add(key)
-                found.append(
-                    Violation(
-                        "orphan-cleaned",
-                        f"{data.state.value} by {held_by}, unregistered for "
-                        f"{(obs.time - since) // 1000} s (bound {bound // 1000} s)",
-                        key,
-                    )
-                )
+    for _broker, key, data in _first_holders(obs, lambda data: data.state in active and holder(data) in overdue):
+        held_by = holder(data)
+        since = obs.unregistered_at[held_by]  # type: ignore[index]
+        detail = f"{data.state.value} by {held_by}, unregistered for {(obs.time - since) // 1000} s"
+        found.append(Violation("orphan-cleaned", f"{detail} (bound {bound // 1000} s)", key))
     return found
+
+
+def _first_holders(
+    obs: Observation, holds: Callable[[ServiceUnitStateData], bool]
+) -> Iterator[tuple[str, str, ServiceUnitStateData]]:
+    """Each key that some started broker's view holds a value ``holds`` accepts for, with the first
+    such broker (in broker order) and its value: an invariant over views reports a key once."""
+    reported: set[str] = set()
+    for broker in sorted(obs.started):
+        for key, data in sorted(obs.views.get(broker, {}).items()):
+            if key not in reported and holds(data):
+                reported.add(key)
+                yield broker, key, data
 
 
 def in_flight_bound_ms(config: SimConfig) -> int:
@@ -529,21 +528,16 @@ def departure_complete(obs: Observation) -> list[Violation]:
     if not obs.departed:
         return []
     model = _model(obs)
-    found = []
-    reported: set[str] = set()
-    for broker in sorted(obs.started):
-        for key, data in sorted(obs.views.get(broker, {}).items()):
-            if key in reported or data.state not in model.active:
-                continue
-            names = data.dst_broker in obs.departed or (
-                data.state in model.in_flight and data.source_broker in obs.departed
-            )
-            if names:
-                reported.add(key)
-                found.append(
-                    Violation("departure-complete", f"{broker} holds {_brief(data)} after the broker left", key)
-                )
-    return found
+
+    def names_departed(data: ServiceUnitStateData) -> bool:
+        return data.state in model.active and (
+            data.dst_broker in obs.departed or (data.state in model.in_flight and data.source_broker in obs.departed)
+        )
+
+    return [
+        Violation("departure-complete", f"{broker} holds {_brief(data)} after the broker left", key)
+        for broker, key, data in _first_holders(obs, names_departed)
+    ]
 
 
 @invariant(
@@ -614,17 +608,18 @@ def lookup_not_stranded(obs: Observation) -> list[Violation]:
     when="quiescent",
 )
 def semi_terminal_tombstoned(obs: Observation) -> list[Violation]:
-    found = []
-    reported: set[str] = set()
-    for broker in sorted(obs.started):
-        for key, data in sorted(obs.views.get(broker, {}).items()):
-            if key in reported or not (data.state is S.Deleted or (data.state is S.Free and data.force)):
-                continue
-            if data.source_broker in obs.started and data.source_broker in obs.connected:
-                reported.add(key)
-                detail = f"{broker} holds {_brief(data)}, and its source runs but has not tombstoned it"
-                found.append(Violation("semi-terminal-tombstoned", detail, key))
-    return found
+    def left_by_running_source(data: ServiceUnitStateData) -> bool:
+        semi_terminal = data.state is S.Deleted or (data.state is S.Free and data.force)
+        return semi_terminal and data.source_broker in obs.started and data.source_broker in obs.connected
+
+    return [
+        Violation(
+            "semi-terminal-tombstoned",
+            f"{broker} holds {_brief(data)}, and its source runs but has not tombstoned it",
+            key,
+        )
+        for broker, key, data in _first_holders(obs, left_by_running_source)
+    ]
 
 
 @invariant(
