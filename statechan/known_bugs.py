@@ -1,5 +1,7 @@
 """Pulsar's fixed channel bugs that the model can put back, each with the bound at which the
-model checker finds it: one table that the tests, the hunts and the docs all read.
+model checker finds it: one table that the tests, the hunts and the docs all read; and beside it
+the fixes proposed upstream (docs/upstream/), each with a bound where its finding breaks an
+invariant and the fixed variant is clean (:data:`UPSTREAM_FIXES`).
 
 A :class:`KnownBug` names a variant of :data:`statechan.cluster.config.VARIANTS` (its key is the
 PR that fixed the bug), the catalogue entry of ``../shared/reference/pulsar-channel-bugs.md``, the
@@ -205,6 +207,183 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
 counterexamples need the history invariants or a bigger bound: see docs/bench.md)."""
 
 
+@dataclass(frozen=True)
+class UpstreamFix:
+    """A fix proposed upstream (docs/upstream/NN-*.md) checked at a bound where its finding breaks
+    an invariant: the search of ``broken`` (the current protocol, or master as it is) finds a
+    counterexample there, and the search of ``variant`` (the fix switched on) is complete and clean."""
+
+    report: str
+    """The report's number (``05``: docs/upstream/05-*.md)."""
+    finding: int
+    """Its finding in docs/findings.md."""
+    title: str
+    variant: str
+    """The fixed variant's key in ``VARIANTS`` (``fix-05``)."""
+    breaks: tuple[str, ...]
+    """The invariants the broken variant's counterexample may break at this bound."""
+    bounds: Bounds
+    broken: str = "current"
+    """The variant that breaks at this bound: ``current``, or ``master-03`` (the model's guard removed)."""
+    store: StoreKind = StoreKind.system_topic
+    skip: tuple[str, ...] = ()
+    """Left out of both searches: another documented finding at this bound, or what the fix gives up."""
+    hazards: tuple[str, ...] = ()
+    """Hazard entries of the catalogue checked too (named, as the library lets a caller; the command
+    line has no option for them yet, so :meth:`command` alone does not show the finding)."""
+    small: bool = True
+    """Both searches take seconds: run by ``make test``; else run by hand (figures in the report)."""
+    gives_up: tuple[str, ...] = ()
+    """Flows of the model the fix stops walking by design, which a vacuity guard may name (fix 03/08:
+    a split parent's tombstone waits for the monitor's delay, past any small bound)."""
+
+    def invariants(self) -> list[str]:
+        return [i for i in simulation_ids() if i not in self.skip] + list(self.hazards)
+
+    def holds(self, result: CheckResult) -> bool:
+        """No invariant broken and every state can settle; no flow left unwalked but those given up."""
+        unwalked = {gap.flow for gap in getattr(result, "never_reached", ())}
+        return result.violation is None and result.liveness is None and unwalked <= set(self.gives_up)
+
+    def check(self, variant: str | None = None, por: bool = True) -> CheckResult:
+        """The checker at this bound on the fixed variant (or on ``variant``: the broken one)."""
+        return check(self.bounds, self.store, variant or self.variant, invariants=self.invariants(), por=por)
+
+    def options(self) -> list[str]:
+        store = ["--store", self.store.value] if self.store is not StoreKind.system_topic else []
+        return [*store, *self.bounds.options(), *(arg for invariant in self.skip for arg in ("--skip", invariant))]
+
+    def command(self, variant: str | None = None) -> str:
+        return " ".join(["statechan check --variant", variant or self.variant, *self.options()])
+
+
+_UNTIMELY_ARTEFACTS = ("single-owner", "no-spurious-takeover", "lookup-answers-live-owner")
+"""What a bound without the timing assumption breaks before any finding: the monitor overrides a state
+its broker has not read yet (docs/findings.md, "Assumptions of the bench")."""
+_KEPT_DELETED = ("semi-terminal-tombstoned",)
+"""What fix 03/08 gives up by design: a split parent's Deleted stays until the tombstone delay."""
+
+UPSTREAM_FIXES: tuple[UpstreamFix, ...] = (
+    UpstreamFix(
+        "01",
+        1,
+        "a reader behind the compaction horizon misses a deletion",
+        "fix-01",
+        ("views-converge",),
+        Bounds(admin_kinds=("unload",), compactions=1, ticks=3, tombstone_delay_s=30, timely_delivery_ms=None),
+        skip=_UNTIMELY_ARTEFACTS,
+    ),
+    UpstreamFix(
+        "02",
+        2,
+        "a restarted broker ignores its previous incarnation's Releasing",
+        "fix-02",
+        ("release-acted-on",),
+        Bounds(crashes=1, restarts=1, admin_kinds=("unload",), ticks=0),
+        hazards=("release-acted-on",),
+    ),
+    UpstreamFix(
+        "02",
+        2,
+        "a restarted broker leaves its previous incarnation's Deleted for the monitor",
+        "fix-02",
+        ("semi-terminal-tombstoned",),
+        Bounds(crashes=1, restarts=1, admin_kinds=("split",), ticks=1),
+        small=False,
+    ),
+    UpstreamFix(
+        "03",
+        3,
+        "a lookup's assignment re-creates a split parent (master: no namespace check)",
+        "fix-03",
+        ("single-owner",),
+        Bounds(lookups=2, admin_kinds=("split",)),
+        broken="master-03",
+        skip=_KEPT_DELETED,
+        gives_up=("tombstone",),
+    ),
+    UpstreamFix(
+        "04",
+        4,
+        "a restarted owner registers again after the leader's clean-up handed its bundle over",
+        "fix-04",
+        ("single-owner",),
+        Bounds(admin=0, crashes=1, restarts=1, ticks=3),
+    ),
+    UpstreamFix(
+        "05",
+        5,
+        "a departing destination's clean-up completes a transfer without the live source",
+        "fix-05",
+        ("single-owner",),
+        Bounds(brokers=3, admin_kinds=("transfer",), shutdowns=1, ticks=0),
+        small=False,
+    ),
+    UpstreamFix(
+        "07",
+        7,
+        "the monitor hands a restarted broker's split over (with finding 4's window at the same bound)",
+        "fix-04-07",
+        ("single-owner",),
+        Bounds(crashes=1, restarts=1, admin_kinds=("split",), ticks=3),
+        small=False,
+    ),
+    UpstreamFix(
+        "08",
+        8,
+        "a create prepared before a split lands after the parent's node is deleted",
+        "fix-08",
+        ("single-owner",),
+        Bounds(lookups=2, admin_kinds=("split",)),
+        store=StoreKind.metadata_store,
+        skip=_KEPT_DELETED,
+        small=False,
+        gives_up=("tombstone",),
+    ),
+    UpstreamFix(
+        "09",
+        9,
+        "a forced Free's delayed tombstone deletes the next owner's Owned",
+        "fix-09",
+        ("no-spurious-takeover",),
+        Bounds(lookups=2, admin=0, session_losses=1, shutdowns=1, ticks=0),
+        skip=("lookup-not-stranded",),
+        small=False,
+    ),
+)
+"""Each upstream report's fix at a bound where its finding breaks an invariant (docs/upstream/README.md).
+Findings 4's split form and 5, 7, 8 and 9 are also replayed from their saved runs and scenarios with
+the fix on (tests/test_upstream_fixes.py)."""
+
+
+def fix_table(fixes: tuple[UpstreamFix, ...] = UPSTREAM_FIXES) -> list[str]:
+    """The markdown table of docs/upstream/README.md: each fix's search beside the broken one's, measured now."""
+    import time
+
+    rows = [
+        "| report | invariant | bound (`statechan check …`) | broken variant | fixed variant | fix holds |",
+        "|---|---|---|---|---|---|",
+    ]
+    for fix in fixes:
+        started = time.perf_counter()
+        broken = fix.check(fix.broken)
+        broken_s = time.perf_counter() - started
+        started = time.perf_counter()
+        fixed = fix.check()
+        fixed_s = time.perf_counter() - started
+        found = (broken.violation or broken.liveness or "nothing").split(" ")[0].rstrip(":")
+        clean = fix.holds(fixed) and fixed.complete
+        verdict = "clean" if clean else (fixed.violation or fixed.liveness or "stopped")
+        held = "yes" if clean and broken.violation is not None else "**no**"
+        hazards = "".join(f" + hazard `{h}`" for h in fix.hazards)
+        rows.append(
+            f"| [{fix.report}] | `{found}` | `{' '.join(fix.options()) or '(defaults)'}`{hazards} "
+            f"| `{fix.broken}`: {len(broken.path)} steps, {broken.states:,} states, {broken_s:.1f} s "
+            f"| `{fix.variant}`: {verdict.split(' ')[0]}, {fixed.states:,} states, {fixed_s:.1f} s | {held} |"
+        )
+    return rows
+
+
 def known_bug(variant: str) -> KnownBug:
     for bug in KNOWN_BUGS:
         if bug.variant == variant:
@@ -247,7 +426,12 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m statechan.known_bugs", description="Check every known bug at its bound; print the table."
     )
     parser.add_argument("--all", action="store_true", help="the big bounds too (minutes each)")
+    parser.add_argument("--fixes", action="store_true", help="the upstream fixes' table instead")
     args = parser.parse_args(argv)
+    if args.fixes:
+        fixes = UPSTREAM_FIXES if args.all else tuple(f for f in UPSTREAM_FIXES if f.small)
+        print("\n".join(fix_table(fixes)))
+        return 0
     bugs = KNOWN_BUGS if args.all else tuple(b for b in KNOWN_BUGS if b.small)
     print("\n".join(table(bugs)))
     return 0

@@ -61,7 +61,8 @@ class ChannelConfig(BaseModel):
 
 
 class Variant(BaseModel):
-    """Switches that put a fixed Pulsar bug back, each named by the PR that fixed it.
+    """Switches that put a fixed Pulsar bug back, each named by the PR that fixed it, and switches
+    that apply a fix proposed upstream (docs/upstream/), each named by its report.
 
     All off is the current protocol. The resolver bugs are protocol models (``model``).
     """
@@ -157,6 +158,48 @@ class Variant(BaseModel):
         "this broker never read before looks unregistered, so the lookup is deferred",
     )
 
+    # -- the fixes proposed upstream (docs/upstream/), each named by its report; off is master ------
+    compaction_keeps_tombstones: bool = Field(
+        False,
+        description="fix 01: compaction keeps a deleted key's tombstone in the compacted snapshot, so a reader "
+        "behind the horizon applies the deletion",
+    )
+    act_on_existing_in_flight: bool = Field(
+        False,
+        description="fix 02: a starting broker acts on an existing Releasing or Splitting whose source it is, "
+        "as the event would have been acted on",
+    )
+    assign_without_namespace_check: bool = Field(
+        False,
+        description="master as it is (finding 3): a lookup's Assigning is published even if its bundle has left "
+        "the namespace (the model's guard removed)",
+    )
+    keep_split_parent_deleted: bool = Field(
+        False,
+        description="fix 03/08: a split parent's Deleted is not tombstoned by its source; the leader's monitor "
+        "tombstones it after the tombstone delay",
+    )
+    split_needs_registration: bool = Field(
+        False,
+        description="fix 04: a broker runs its split, and is admin-split, only while registered; it reads the "
+        "channel to its end before registering again, then re-queues its own Splitting",
+    )
+    cleanup_redirects_transfer: bool = Field(
+        False,
+        description="fix 05: the clean-up of a transfer's departing destination writes Releasing to the "
+        "selected broker from the live source instead of Owned",
+    )
+    monitor_redrives_split_on_source: bool = Field(
+        False,
+        description="fix 07: the monitor re-publishes a timed-out Splitting on its registered source (forced) "
+        "before it hands a split over",
+    )
+    conditional_tombstones: bool = Field(
+        False,
+        description="fix 09: a forced Free's or a Deleted's tombstone takes effect only over a record that is "
+        "not active (system topic: the resolver's rule) or at the node's version (metadata store)",
+    )
+
     def label(self) -> str:
         on = [name for name, field in Variant.model_fields.items() if name != "model" and getattr(self, name)]
         base = self.model if self.model != DEFAULT_MODEL else "current"
@@ -186,8 +229,23 @@ VARIANTS: dict[str, Variant] = {
     "22379": Variant(unload_done_on_any_owned=True),
     "22859": Variant(forced_unload_never_done=True),
     "22899": Variant(registry_read_without_wait=True),
+    "master-03": Variant(assign_without_namespace_check=True),
+    "fix-01": Variant(compaction_keeps_tombstones=True),
+    "fix-02": Variant(act_on_existing_in_flight=True),
+    "fix-03": Variant(assign_without_namespace_check=True, keep_split_parent_deleted=True),
+    "fix-04": Variant(split_needs_registration=True),
+    "fix-05": Variant(cleanup_redirects_transfer=True),
+    "fix-07": Variant(act_on_existing_in_flight=True, monitor_redrives_split_on_source=True),
+    "fix-04-07": Variant(
+        split_needs_registration=True, act_on_existing_in_flight=True, monitor_redrives_split_on_source=True
+    ),
+    "fix-08": Variant(keep_split_parent_deleted=True),
+    "fix-09": Variant(conditional_tombstones=True),
 }
-"""Named variants: the current protocol and one per historical bug (by PR number)."""
+"""Named variants: the current protocol, one per historical bug (by PR number), and the fixes
+proposed upstream, one per report (``fix-NN``, on the current protocol; ``fix-03`` on
+``master-03``, the current protocol without the model's namespace guard, which is master;
+``fix-04-07`` both reports' fixes, for finding 7's bound, where finding 4's window shows too)."""
 
 
 MAX_BUNDLES = 100_000

@@ -352,8 +352,12 @@ class Broker:
                     self.tasks.append(Task("tombstone", key, data))  # #22743: at once
         elif state is S.Deleted:
             self._finish_lookup(key, None, error=f"IllegalArgumentException: {key} is deleted.")
-            if data.source_broker == self.id and not self.cluster.config.variant.semi_terminal_waits_for_monitor:
-                self.tasks.append(Task("tombstone", key, data))  # #22743: at once
+            variant = self.cluster.config.variant
+            # #22743: at once; fix 03/08: the split parent's Deleted stays for the monitor's tombstone delay
+            if data.source_broker == self.id and not (
+                variant.semi_terminal_waits_for_monitor or variant.keep_split_parent_deleted
+            ):
+                self.tasks.append(Task("tombstone", key, data))
         if self.unloads:
             self._unload_event(key, data)
 
@@ -378,15 +382,28 @@ class Broker:
 
     def handle_existing(self, key: str, data: ServiceUnitStateData | None) -> None:
         """Items already in the view at start: Owned by us is loaded; since #25379 an Assigning
-        to us is taken over as the event would have been."""
+        to us is taken over as the event would have been. With fix 02 so is every record whose
+        source we are and whose event the source acts on (a previous incarnation's, never
+        delivered to this one): a Releasing or a Splitting is run, a Deleted or a forced Free
+        tombstoned."""
         if data is None:
             return
-        if (
-            data.state is S.Assigning
-            and data.dst_broker == self.id
-            and not self.cluster.config.variant.ignore_existing_assigning
-        ):
+        variant = self.cluster.config.variant
+        if data.state is S.Assigning and data.dst_broker == self.id and not variant.ignore_existing_assigning:
             self.tasks.append(Task("own", key, data))
+        elif variant.act_on_existing_in_flight and data.source_broker == self.id:
+            if data.state is S.Releasing:
+                self.closed_units[key] += 1
+                self.tasks.append(Task("release", key, data))
+            elif data.state is S.Splitting:
+                self.tasks.append(Task("split", key, data))
+            elif variant.semi_terminal_waits_for_monitor:
+                return  # #22743 put back: the monitor tombstones it
+            elif data.state is S.Free and data.force:
+                self.closed_units[key] += 1
+                self.tasks.append(Task("tombstone", key, data))
+            elif data.state is S.Deleted and not variant.keep_split_parent_deleted:
+                self.tasks.append(Task("tombstone", key, data))
 
     def handle_invalidate(self, key: str, data: ServiceUnitStateData | None) -> None:
         """Metadata session lost: close what this broker serves (clients disconnected)."""
@@ -427,12 +444,19 @@ class Broker:
             if current is not None and current.state is S.Splitting and current.source_broker != self.id:
                 # #19988: the parent's Splitting moved on (the leader handed it over); not ours now
                 self.cluster.counters["split-moved"] += 1
+            elif self.cluster.config.variant.split_needs_registration and not self._registered_now():
+                # fix 04: out of the registry the leader may be handing this split over; set it aside
+                # (taken up again when this broker registers: _resume_splits)
+                self.cluster.counters["split-set-aside"] += 1
             else:
                 self._split(task.key, data)
         elif task.kind == "split-bundles" and data is not None:
             self._split_bundles(task.key, data, task.waits)
         elif task.kind == "tombstone":
-            self.publish(task.key, None)
+            if self.cluster.config.variant.conditional_tombstones and not self._tombstone_lands(task.key, data):
+                self.cluster.counters["tombstone-dropped"] += 1  # fix 09: a newer record took the key
+            else:
+                self.publish(task.key, None)
         elif task.kind == "assign" and task.target is not None:
             self._publish_assign(task.key, task.target)
         return task
@@ -479,6 +503,36 @@ class Broker:
         self.cluster.counters["split-failed"] += 1
         self.cluster.failed_splits.add(key)
 
+    def _registered_now(self) -> bool:
+        """This broker has a session and its registry node (fix 04's condition for splitting)."""
+        return self.client.connected and self.is_registered(self.id) is True
+
+    def _resume_splits(self) -> None:
+        """Fix 04, on registering again (the view read to its end first): each Splitting whose
+        source is this broker, and that no queued task will split, is split now. A split set aside
+        while out of the registry is one; one the leader handed over meanwhile is no longer ours."""
+        if not self._registered_now():
+            return
+        queued = {task.key for task in self.tasks if task.kind == "split"}
+        for key, data in self.view.items():
+            if data.state is S.Splitting and data.source_broker == self.id and key not in queued:
+                self.tasks.append(Task("split", key, data))
+
+    def _tombstone_lands(self, key: str, data: ServiceUnitStateData | None) -> bool:
+        """Fix 09: whether a tombstone answering ``data`` would take effect. On the metadata store it is
+        a delete at the version of the node read: only while the node still holds ``data``. On the
+        system topic, the resolver accepting a tombstone only over a record that is not active: every
+        reader reads the tombstone after what the log holds now, so when the key's value in the log is
+        active, every reader (and the compactor) would refuse it, and it is not published."""
+        if isinstance(self.view, MetadataStoreTableView):
+            try:
+                node = self.client.get(path_of(key))
+            except SessionExpiredError:
+                return False
+            return node is not None and node_value(node[0]) == data
+        held = self.cluster._settled_channel().values.get(key)
+        return held is None or held.state not in self.cluster.model.active
+
     # -- lookups -----------------------------------------------------------------------------------
     def lookup(self, key: str) -> LookupAnswer | None:
         """Pulsar's getOwnerAsync; an unowned bundle is assigned (returns None while deferred)."""
@@ -522,8 +576,12 @@ class Broker:
         return None
 
     def _publish_assign(self, key: str, selected: str) -> None:
-        if key not in self.cluster.live_bundle_keys():
-            # the bundle was split after the lookup chose a broker (see docs/findings.md, 3)
+        if (
+            key not in self.cluster.live_bundle_keys()
+            and not self.cluster.config.variant.assign_without_namespace_check
+        ):
+            # the bundle was split after the lookup chose a broker (see docs/findings.md, 3; master
+            # has no such check: assign_without_namespace_check)
             self._finish_lookup(key, None, error=f"{key} no longer exists: it was split")
             return
         if not self.cluster.config.variant.assign_after_disable and not self.is_registered(selected):
@@ -615,7 +673,12 @@ class Broker:
                 and not self.shutting_down
                 and not self.cluster.config.variant.no_reregister_on_deletion
             ):
+                fix = self.cluster.config.variant.split_needs_registration
+                if fix:
+                    self.view.flush()  # fix 04: learn what was overridden while out of the registry
                 self.register()  # #23359: re-register when our own node goes
+                if fix:
+                    self._resume_splits()
             if self.is_leader and broker_id != self.id:
                 if notification.event is NodeEvent.Deleted:
                     self.handle_broker_deletion(broker_id)
@@ -639,6 +702,8 @@ class Broker:
                 self.view.flush()  # #24478: catch up before serving again
             if not variant.no_register_on_reconnect:
                 self.register()  # #24932
+                if variant.split_needs_registration:
+                    self._resume_splits()  # fix 04: the view was flushed above
             if not variant.no_election_on_reconnect:  # #23516: the election starts again
                 self._read_leader()
                 if self.leader_view is None:
@@ -738,9 +803,16 @@ class Broker:
         if selected is None and variant.free_override_needs_broker:
             self.cluster.counters["override-refused"] += 1  # #23349 put back: a Free naming no broker is refused
             return
-        if selected is None:
+        if self._redirects_transfer(orphan, inactive, selected):
+            # fix 05: the live source still releases (closes, then Assigning), towards the selected broker
+            override = self._data(S.Releasing, selected, orphan.source_broker, version, force=True)
+        elif selected is None:
             src = orphan.dst_broker if orphan.state is S.Owned else orphan.source_broker
             override = self._data(S.Free, None, src, version, force=True)
+        elif orphan.state is S.Splitting and self._redrives_split(orphan, inactive):
+            # fix 07: the first time-out re-drives the split on its registered source
+            split = dict(orphan.split_service_unit_to_dest_broker or ())
+            override = self._data(S.Splitting, orphan.dst_broker, orphan.source_broker, version, True, split or None)
         elif orphan.state is S.Splitting:
             split = dict(orphan.split_service_unit_to_dest_broker or ())
             override = self._data(S.Splitting, orphan.dst_broker, selected, version, True, split or None)
@@ -752,6 +824,33 @@ class Broker:
             src = None if selected == orphan.source_broker else orphan.source_broker
             override = self._data(S.Owned, selected, src, version, force=True)
         self.publish(key, override)
+
+    def _redirects_transfer(self, orphan: ServiceUnitStateData, inactive: str | None, selected: str | None) -> bool:
+        """Fix 05: the orphan is a transfer to the departing broker from another broker that is
+        registered, which has not released yet, and the bundle would go to a third broker (or to
+        none: a plain unload)."""
+        source = orphan.source_broker
+        return (
+            self.cluster.config.variant.cleanup_redirects_transfer
+            and inactive is not None
+            and orphan.state is S.Releasing
+            and orphan.dst_broker == inactive
+            and not is_blank(source)
+            and source != inactive
+            and selected != source
+            and self.is_registered(source or "") is True
+        )
+
+    def _redrives_split(self, orphan: ServiceUnitStateData, inactive: str | None) -> bool:
+        """Fix 07: a timed-out Splitting (the monitor's override), not already forced, whose source
+        is registered, goes back to that source; a forced one that timed out again is handed over."""
+        return (
+            self.cluster.config.variant.monitor_redrives_split_on_source
+            and inactive is None
+            and not orphan.force
+            and not is_blank(orphan.source_broker)
+            and self.is_registered(orphan.source_broker or "") is True
+        )
 
     def monitor(self) -> None:
         if not self.is_leader or self.metadata_state() is not MetadataState.Stable:
@@ -1378,6 +1477,9 @@ class Cluster:
             data = broker.value(action.bundle)
             if data is None or data.state is not S.Owned or data.dst_broker != broker.id:
                 raise ValueError(f"{action.describe()}: {action.broker} does not own the bundle")
+            if self.config.variant.split_needs_registration and not broker._registered_now():
+                self.counters["split-refused"] += 1  # fix 04: the admin call fails on an unregistered broker
+                return
             children = parse_key(action.bundle).split()
             broker.publish(
                 action.bundle,
@@ -1394,7 +1496,7 @@ class Cluster:
                 raise ValueError(f"{action.describe()}: time only moves forward")
             self.clock.advance(action.ms)
         elif isinstance(action, Compact):
-            self.topic.compact(model=self.model)
+            self.topic.compact(model=self.model, keep_tombstones=self.config.variant.compaction_keeps_tombstones)
         elif isinstance(action, Crash):
             self._crash(self._broker(action.broker))
         elif isinstance(action, Restart):

@@ -153,7 +153,8 @@ class Topic:
 
     @property
     def compacted(self) -> tuple[Message, ...]:
-        """The compacted snapshot of ``[0, horizon)``: one message per live key, in offset order."""
+        """The compacted snapshot of ``[0, horizon)``: one message per live key (and each key's last
+        tombstone, when compaction keeps them), in offset order."""
         return tuple(self._compacted)
 
     @property
@@ -168,18 +169,29 @@ class Topic:
         self,
         until: int | None = None,
         model: str | Path | ProtocolModel | None = None,
+        keep_tombstones: bool = False,
     ) -> CompactionReport:
         """Strategic compaction of ``[0, until)`` (default: the whole log) with the resolver.
 
         Per key, the last compacted message is offered the new messages in order, and the
         message holding the fold's result is kept; a key whose fold ends in a tombstone is
-        dropped. Malformed messages are skipped, as a reader skips them.
+        dropped, as Pulsar's compactor drops it (finding 1: a reader behind the horizon then never
+        learns of the deletion). ``keep_tombstones`` is report 01's fix: each key keeps its last
+        tombstone in the snapshot, at its offset, whether or not the key was written again after
+        it (for good here; Pulsar would drop it after a retention period), so a reader that held an
+        earlier lifetime applies the deletion before the next lifetime's value. Malformed messages
+        are skipped, as a reader skips them.
         """
         horizon = self.end if until is None else until
         if not self.horizon <= horizon <= self.end:
             raise ValueError(f"compaction horizon {horizon} must be within [{self.horizon}, {self.end}]")
         rules = rules_for(StorageType.SystemTopic, model)
-        kept: dict[str, Message | None] = {m.key: m for m in self._compacted}
+        kept: dict[str, Message | None] = {}
+        tombstones: dict[str, Message] = {}
+        for m in self._compacted:  # in offset order: a key's kept tombstone comes before its value
+            kept[m.key] = None if m.is_tombstone else m
+            if m.is_tombstone:
+                tombstones[m.key] = m
         malformed = 0
         for message in self._log[self.horizon : horizon]:
             try:
@@ -192,7 +204,10 @@ class Topic:
             _, verdict = offer(rules, held, value)
             if verdict.accepted:
                 kept[message.key] = None if value is None else message
-        survivors = sorted((m for m in kept.values() if m is not None), key=lambda m: m.offset)
+                if value is None and keep_tombstones:
+                    tombstones[message.key] = message
+        live = [m for m in kept.values() if m is not None]
+        survivors = sorted([*live, *tombstones.values()], key=lambda m: m.offset)
         deleted = sum(1 for m in kept.values() if m is None)
         dropped = horizon - len(survivors)
         self._compacted = survivors
@@ -200,7 +215,7 @@ class Topic:
         self.horizon = horizon
         self._bytes_since_horizon = sum(len(m.payload or b"") + len(m.key) for m in self._log[horizon:])
         self.compactions += 1
-        return CompactionReport(horizon, len(survivors), dropped, deleted, malformed)
+        return CompactionReport(horizon, len(live), dropped, deleted, malformed)
 
     def reader(self, name: str = "reader", read_compacted: bool = True) -> Reader:
         """A reader at the earliest position; ``read_compacted`` as Pulsar's table views use."""
