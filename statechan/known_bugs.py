@@ -361,8 +361,8 @@ def fix_table(fixes: tuple[UpstreamFix, ...] = UPSTREAM_FIXES) -> list[str]:
     import time
 
     rows = [
-        "| report | invariant | bound (`statechan check …`) | broken variant | fixed variant | fix holds |",
-        "|---|---|---|---|---|---|",
+        "| report | invariant | bound (`statechan check …`) | broken variant | fixed variant | fix holds | run |",
+        "|---|---|---|---|---|---|---|",
     ]
     for fix in fixes:
         started = time.perf_counter()
@@ -379,7 +379,8 @@ def fix_table(fixes: tuple[UpstreamFix, ...] = UPSTREAM_FIXES) -> list[str]:
         rows.append(
             f"| [{fix.report}] | `{found}` | `{' '.join(fix.options()) or '(defaults)'}`{hazards} "
             f"| `{fix.broken}`: {len(broken.path)} steps, {broken.states:,} states, {broken_s:.1f} s "
-            f"| `{fix.variant}`: {verdict.split(' ')[0]}, {fixed.states:,} states, {fixed_s:.1f} s | {held} |"
+            f"| `{fix.variant}`: {verdict.split(' ')[0]}, {fixed.states:,} states, {fixed_s:.1f} s | {held} "
+            f"| {'make test' if fix.small else 'by hand'} |"
         )
     return rows
 

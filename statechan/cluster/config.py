@@ -161,13 +161,13 @@ class Variant(BaseModel):
     # -- the fixes proposed upstream (docs/upstream/), each named by its report; off is master ------
     compaction_keeps_tombstones: bool = Field(
         False,
-        description="fix 01: compaction keeps a deleted key's tombstone in the compacted snapshot, so a reader "
-        "behind the horizon applies the deletion",
+        description="fix 01: compaction keeps each key's last tombstone in the compacted snapshot (beside the "
+        "key's new value, if any), so a reader behind the horizon applies the deletion",
     )
     act_on_existing_in_flight: bool = Field(
         False,
-        description="fix 02: a starting broker acts on an existing Releasing or Splitting whose source it is, "
-        "as the event would have been acted on",
+        description="fix 02: a starting broker acts on each existing record whose source it is as the event "
+        "would have been acted on (a Releasing or Splitting run, a Deleted or forced Free tombstoned)",
     )
     assign_without_namespace_check: bool = Field(
         False,
