@@ -50,7 +50,7 @@ from statechan.cluster.actions import (
     Unload,
     Wait,
 )
-from statechan.cluster.config import VARIANTS, ChannelConfig, SimConfig, StoreKind
+from statechan.cluster.config import VARIANTS, ChannelConfig, SimConfig, StoreKind, Variant
 from statechan.cluster.sim import Cluster
 from statechan.cluster.value import (
     Value,
@@ -62,8 +62,10 @@ from statechan.cluster.value import (
     rewind,
     signature,
 )
+from statechan.model import load_model
 from statechan.observation import Observation
-from statechan.states import StorageType
+from statechan.states import IN_FLIGHT, StorageType
+from statechan.vacuity import Unreached, demanded_flows, unreached_flows
 from statechan.values import ServiceUnitStateData
 
 ADMIN_KINDS = ("transfer", "split", "unload")
@@ -322,7 +324,8 @@ class CheckResult:
 
     bounds: Bounds
     store: StoreKind
-    variant: str
+    variant: str | Variant
+    """A named variant, or one given whole (a mutant's model, ``statechan mutate``)."""
     states: int = 0
     """Distinct states (after symmetry reduction)."""
     transitions: int = 0
@@ -353,10 +356,12 @@ class CheckResult:
     full_states: int = 0
     """Distinct states of the same complete search without partial-order reduction, when measured
     (``measure_por``: a second search)."""
+    never_reached: list[Unreached] = field(default_factory=list)
+    """The flows the bound demands that a complete search never walked (the vacuity guard)."""
 
     @property
     def ok(self) -> bool:
-        return self.violation is None and self.liveness is None
+        return self.violation is None and self.liveness is None and not self.never_reached
 
     @property
     def within_bound(self) -> bool:
@@ -384,12 +389,12 @@ def fingerprint_cap(channel: ChannelConfig) -> int:
     return max(protocol, cleanup_bound_ms(config) + 1, in_flight_bound_ms(config) + 1)
 
 
-def checker_config(bounds: Bounds, store: StoreKind, variant: str) -> SimConfig:
+def checker_config(bounds: Bounds, store: StoreKind, variant: str | Variant) -> SimConfig:
     return SimConfig(
         brokers=bounds.brokers,
         bundles_per_namespace=bounds.bundles,
         store=store,
-        variant=VARIANTS[variant],
+        variant=variant if isinstance(variant, Variant) else VARIANTS[variant],
         trace_views=False,
         timely_delivery_ms=bounds.timely_delivery_ms,
         channel=ChannelConfig(tombstone_delay_s=bounds.tombstone_delay_s),
@@ -404,10 +409,9 @@ def settled(cluster: Cluster, views_agree: bool = True, obs: Observation | None 
     obs = obs if obs is not None else cluster.observe()
     if not obs.quiescent:
         return False
-    in_flight = cluster.model.in_flight
     views = [view for broker_id, view in obs.views.items() if broker_id in obs.started]
     for view in views:
-        if any(value.state in in_flight for value in view.values()):
+        if any(value.state in IN_FLIGHT for value in view.values()):
             return False
     return not views_agree or all(view == views[0] for view in views[1:])
 
@@ -477,7 +481,7 @@ these, states wait as values only, so the frontier's memory stays that of its va
 def check(
     bounds: Bounds | None = None,
     store: StoreKind = StoreKind.system_topic,
-    variant: str = "current",
+    variant: str | Variant = "current",
     symmetry: bool = True,
     max_states: int = 1_000_000,
     max_seconds: float | None = None,
@@ -492,6 +496,7 @@ def check(
     workers: int = 1,
     por: bool = True,
     measure_por: bool = False,
+    vacuity: bool = True,
 ) -> CheckResult:
     """Explore every run within ``bounds`` breadth first; stop at the first broken invariant.
 
@@ -509,11 +514,15 @@ def check(
     verdict, and every state without a pending delivery, in fewer states. With workers, each
     worker finds the ample candidates and the merge applies the cycle proviso (whether a
     successor is new to the whole search): the same states as one process.
-    ``measure_por`` runs the search again without it, for the factor (``full_states``)."""
+    ``measure_por`` runs the search again without it, for the factor (``full_states``).
+
+    ``vacuity`` (the default): a complete search that never walks a flow the bound demands
+    fails with ``never_reached`` (:mod:`statechan.vacuity`); ``variant`` may be a
+    :class:`Variant` itself (a mutant's model)."""
     from statechan.invariants.catalogue import simulation_ids
 
     bounds = bounds if bounds is not None else Bounds()
-    if variant not in VARIANTS:
+    if isinstance(variant, str) and variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
     ids = list(invariants) if invariants is not None else simulation_ids()
     if workers < 1:
@@ -666,6 +675,10 @@ def check(
     finish()
     if result.violation is None and result.complete:
         _liveness(result, nodes)
+    if vacuity and result.ok and result.complete:
+        config = result.config()
+        demanded = demanded_flows(bounds, config.storage)
+        result.never_reached = unreached_flows(load_model(config.variant.model), result.coverage, demanded)
     if measure_symmetry and symmetry and result.complete and result.ok:
         plain = check(bounds, store, variant, False, max_states, max_seconds, max_memory_mb, invariants=ids, por=por)
         result.concrete_states = plain.states if plain.complete else 0
@@ -983,7 +996,7 @@ _WORKER: list[_Expander] = []
 def _expander(
     bounds: Bounds,
     store: StoreKind,
-    variant: str,
+    variant: str | Variant,
     symmetry: bool,
     ids: list[str],
     keep_graph: bool,

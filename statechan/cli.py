@@ -22,7 +22,7 @@ from statechan.audit import EXAMPLES_MAX, TIMEOUT_MAX_S
 from statechan.balance.cli import app as balance_app
 from statechan.checker import Bounds, FingerprintCollision, bound_flag, counted
 from statechan.clock import Clock
-from statechan.cluster.config import VARIANTS
+from statechan.cluster.config import VARIANTS, Variant
 from statechan.docs import stale_docs, write_docs
 from statechan.graph import check_graph, dot, mermaid
 from statechan.invariants.replay import CLEANUP_TIMEOUT_MS, IN_FLIGHT_TIMEOUT_MS, TOMBSTONE_TIMEOUT_MS
@@ -431,7 +431,7 @@ def simulate_command(
         with atomic_output(save_run) as partial:
             write_run(partial, config, simulation.cluster.history, note=f"statechan simulate --seed {seed}")
         console.print(f"run saved to {save_run} ({len(simulation.cluster.history):,} actions)")
-    if summary.violations:
+    if summary.violations or summary.never_reached:
         raise typer.Exit(1)
 
 
@@ -493,6 +493,17 @@ def check_command(
         str,
         typer.Option(help=VARIANT_HELP),
     ] = "current",
+    model: Annotated[
+        str | None,
+        typer.Option("--model", "-m", help="Run this protocol model (a built-in name or a .toml file) instead."),
+    ] = None,
+    vacuity: Annotated[
+        bool,
+        typer.Option(
+            "--vacuity/--no-vacuity",
+            help="Fail a complete search that never walks a flow the bound demands (statechan.vacuity).",
+        ),
+    ] = True,
     symmetry: Annotated[bool, typer.Option("--symmetry/--no-symmetry", help="Broker symmetry reduction.")] = True,
     por: Annotated[
         bool,
@@ -557,6 +568,13 @@ def check_command(
         raise typer.Exit(2)
     _writable(save_run, "--save-run")
     _writable(graph, "--graph", [save_run] if save_run else [], "the --save-run file")
+    chosen: str | Variant = variant
+    if model is not None:
+        try:
+            load_model(model)
+        except (ModelError, ValueError) as exc:
+            _usage_error(f"--model: {exc}")
+        chosen = VARIANTS[variant].model_copy(update={"model": model})
     cluster_ids = simulation_ids()
     unknown_ids = sorted(set(skip or ()) - set(cluster_ids))
     if unknown_ids:
@@ -599,7 +617,8 @@ def check_command(
     if graph is not None and graph_format is None:
         err.print(f"[red]error:[/red] --graph {graph}: the name must end in .dot, .gv or .mmd")
         raise typer.Exit(2)
-    console.print(f"checking {variant} on {store.value}: {bounds.describe()} …", highlight=False)
+    label = variant if model is None else f"{variant} with model {model}"
+    console.print(f"checking {label} on {store.value}: {bounds.describe()} …", highlight=False)
 
     def progress(states: int, queue: int, level: int, seconds: float) -> None:
         console.print(
@@ -611,7 +630,7 @@ def check_command(
         result = check(
             bounds,
             StoreKind(store.value),
-            variant,
+            chosen,
             symmetry=symmetry,
             max_states=max_states,
             max_seconds=max_seconds,
@@ -624,6 +643,7 @@ def check_command(
             workers=workers,
             por=por,
             measure_por=measure_por,
+            vacuity=vacuity,
         )
     except FingerprintCollision as exc:
         err.print(
@@ -661,8 +681,17 @@ def check_command(
         )
     if result.ok:
         if result.complete:
-            console.print("no invariant broken; every state can settle", highlight=False)
+            console.print(
+                "no invariant broken; every state can settle; every flow the bound demands was walked", highlight=False
+            )
         return
+    if result.never_reached:
+        for gap in result.never_reached:
+            console.print(f"[red]vacuous:[/red] {gap}", highlight=False)
+        console.print(
+            "the invariants held, but the protocol never did what the bound asks of it (--no-vacuity to allow)"
+        )
+        raise typer.Exit(1)
     problem = result.violation or result.liveness or ""
     steps = build_timeline(config, result.path, None, stop_at_violation=False, picks=result.picks)
     if result.lasso >= 0:
@@ -1091,6 +1120,113 @@ def capture_zk_command(
 class Engine(enum.Enum):
     spark = "spark"
     local = "local"
+
+
+@app.command("mutate")
+def mutate_command(
+    model: Annotated[str, typer.Argument(help="A built-in model name or a model file (.toml).")] = DEFAULT_MODEL,
+    jobs: Annotated[int, _number("Mutants run at a time (processes).", 1, 64, "a machine's cores")] = 2,
+    kind: Annotated[list[str] | None, typer.Option("--kind", help="Only mutants of this kind (repeatable).")] = None,
+    only: Annotated[
+        list[str] | None, typer.Option("--only", help="Only mutants whose id contains this text (repeatable).")
+    ] = None,
+    equivalent: Annotated[
+        Path | None,
+        typer.Option(help="The equivalence arguments (default: models/equivalent/<model>.toml, if it exists)."),
+    ] = None,
+    markdown: Annotated[Path | None, typer.Option(help="Also write the result as a Markdown table here.")] = None,
+) -> None:
+    """Mutation-test a protocol model: change it one way at a time and see whether the bench notices.
+
+    Each mutant (an edge removed or added, a broker check removed, a resolver rule flipped, a state
+    moved between classes, an override removed) runs the battery of checker bounds and
+    simulations; the first failure kills it. Exit 1 when a mutant survives without an
+    equivalence argument."""
+    from statechan.mutate import (
+        MutantKind,
+        Outcome,
+        Verdict,
+        default_equivalents,
+        load_equivalents,
+        mutate,
+        read_model_data,
+    )
+
+    kinds = {k.value for k in MutantKind}
+    unknown = sorted(set(kind or ()) - kinds)
+    if unknown:
+        _usage_error(f"--kind: unknown {', '.join(unknown)}; kinds: {', '.join(sorted(kinds))}")
+    try:
+        _, origin = read_model_data(model)
+    except (ModelError, ValueError) as exc:
+        _usage_error(f"MODEL: {exc}")
+    if markdown is not None:
+        _writable(markdown, "--markdown")
+    path = equivalent if equivalent is not None else default_equivalents(origin)
+    arguments: dict[str, str] = {}
+    if equivalent is not None or path.exists():
+        try:
+            arguments = load_equivalents(path)
+        except ValueError as exc:
+            _usage_error(f"--equivalent: {exc}")
+    wanted_kinds = set(kind or ())
+    wanted_text = list(only or ())
+
+    def keep(mutant: Any) -> bool:
+        return (not wanted_kinds or mutant.kind.value in wanted_kinds) and (
+            not wanted_text or any(text in mutant.id for text in wanted_text)
+        )
+
+    def progress(done: int, total: int, outcome: Outcome) -> None:
+        err.print(
+            f"[dim]{done}/{total}[/dim] {outcome.mutant}: {outcome.verdict.value}"
+            + (f" by {outcome.by}" if outcome.verdict is Verdict.KILLED else "")
+            + f" ({outcome.seconds:.0f} s)",
+            highlight=False,
+            markup=True,
+        )
+
+    err.print(f"mutating {origin}: running the battery on the original first …", highlight=False)
+    try:
+        report = mutate(model, jobs=jobs, only=keep, equivalents=arguments, progress=progress)
+    except ValueError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    table = Table(title=f"Mutants of {report.model}", title_justify="left")
+    for column in ("mutant", "verdict", "by", "what it said / why equivalent"):
+        table.add_column(column)
+    colour = {Verdict.SURVIVED: "red", Verdict.EQUIVALENT: "yellow"}
+    for o in report.outcomes:
+        shade = colour.get(o.verdict)
+        verdict = f"[{shade}]{o.verdict.value}[/{shade}]" if shade else o.verdict.value
+        table.add_row(
+            o.mutant,
+            verdict,
+            o.by if o.verdict is not Verdict.EQUIVALENT else "",
+            o.detail or (o.by if o.verdict is Verdict.EQUIVALENT else ""),
+        )
+    console.print(table)
+    counts = ", ".join(f"{report.count(v)} {v.value}" for v in Verdict)
+    console.print(
+        f"{len(report.outcomes)} mutants: {counts}; killed {report.score:.1%} of those not argued "
+        f"equivalent; {report.seconds:.0f} s with {jobs} at a time",
+        highlight=False,
+    )
+    console.print(
+        "first killed by: " + "; ".join(f"{by} {n}" for by, n in report.killers().most_common()), highlight=False
+    )
+    for stale in report.stale:
+        console.print(
+            f"[yellow]note:[/yellow] the equivalence argument for {stale!r} is stale (killed, or no such mutant)",
+            highlight=False,
+        )
+    if markdown is not None:
+        from statechan.traces import write_text_atomically
+
+        write_text_atomically(markdown, report.markdown())
+        console.print(f"written to {markdown}", highlight=False)
+    if report.count(Verdict.SURVIVED):
+        raise typer.Exit(1)
 
 
 @app.command("audit")

@@ -103,6 +103,7 @@ def check_graph(model: str | Path | ProtocolModel | None = None) -> list[GraphCh
                     else f"cannot return to {m.initial.name}: {_names(lingering)}",
                 )
             )
+    results.append(_check_classes(m))
     live_resting = m.active - m.in_flight
     results.append(
         GraphCheck(
@@ -127,6 +128,32 @@ def check_graph(model: str | Path | ProtocolModel | None = None) -> list[GraphCh
         )
     results.append(_check_flows(m))
     return results
+
+
+def _check_classes(m: ProtocolModel) -> GraphCheck:
+    """The state classes mean what Pulsar's names say: an in-flight state is active (it names
+    an owner-to-be) and never stable; a semi-terminal state names no owner; the initial state is
+    "no record", so never active; and every state is stable, in flight or semi-terminal."""
+    problems = []
+    if not m.in_flight <= m.active:
+        problems.append(f"in flight but not active: {_names(m.in_flight - m.active)}")
+    if m.stable & m.in_flight:
+        problems.append(f"both stable and in flight: {_names(m.stable & m.in_flight)}")
+    if m.semi_terminal & m.active:
+        problems.append(f"semi-terminal but active: {_names(m.semi_terminal & m.active)}")
+    if m.initial in m.active:
+        problems.append(f"the initial state {m.initial.name} is active")
+    unclassed = set(m.states) - m.stable - m.in_flight - m.semi_terminal
+    if unclassed:
+        problems.append(f"neither stable, in flight nor semi-terminal: {_names(unclassed)}")
+    return GraphCheck(
+        "classes-consistent",
+        None,
+        not problems,
+        "in flight implies active and not stable; semi-terminal and initial imply not active; every state is classed"
+        if not problems
+        else "; ".join(problems),
+    )
 
 
 def _check_flows(m: ProtocolModel) -> GraphCheck:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import enum
 import functools
+import os
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -78,6 +79,8 @@ class TransitionSpec(BaseModel):
     storages: tuple[StorageType, ...] | None = None
     flows: tuple[str, ...] = ()
     checks: tuple[BrokerCheck, ...] = ()
+    unreached: str = ""
+    """Why the bench's bounds never take this edge (the coverage guard then does not ask for it)."""
 
 
 class OverrideSpec(BaseModel):
@@ -88,6 +91,8 @@ class OverrideSpec(BaseModel):
     src: str = Field(alias="from")
     dst: str = Field(alias="to")
     flows: tuple[str, ...] = ()
+    unreached: str = ""
+    """Why the bench's bounds never take this override (as on a table edge)."""
 
 
 class FlowSpec(BaseModel):
@@ -308,6 +313,17 @@ class ProtocolModel:
             raise ValueError(f"model {self.name} is graph-only: it declares no [resolver]")
         return self._rules[self._storage(storage)]
 
+    def unreached(self, storage: StorageType) -> dict[tuple[str, str], str]:
+        """The edges of one storage's table and the overrides that the model says the bench never
+        takes, each with the reason (see :mod:`statechan.vacuity`)."""
+        found = {
+            (e.src, e.dst): e.unreached
+            for e in self.spec.transitions
+            if e.unreached and storage in (e.storages or self.storages)
+        }
+        found.update({(o.src, o.dst): o.unreached for o in self.spec.overrides if o.unreached})
+        return found
+
     def flow(self, name: str) -> FlowSpec:
         for flow in self.spec.flows:
             if flow.name == name:
@@ -469,5 +485,23 @@ def load_model(model: str | Path | ProtocolModel | None = None) -> ProtocolModel
     if model is None:
         return _load_builtin(DEFAULT_MODEL)
     if isinstance(model, Path) or str(model).endswith(".toml"):
-        return load_model_file(model)
+        return _load_file_once(model)
     return _load_builtin(str(model))
+
+
+_FILES: dict[str, tuple[int, int, ProtocolModel]] = {}
+"""Model files loaded, by path, with the modification time and size they were read at: the
+invariants look a cluster's model up at every observation, and a mutant's model is a file."""
+
+
+def _load_file_once(path: str | Path) -> ProtocolModel:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return load_model_file(path)  # reports the file that cannot be read
+    known = _FILES.get(str(path))
+    if known is not None and known[0] == stat.st_mtime_ns and known[1] == stat.st_size:
+        return known[2]
+    model = load_model_file(path)
+    _FILES[str(path)] = (stat.st_mtime_ns, stat.st_size, model)
+    return model

@@ -37,3 +37,14 @@ class StorageType(enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+IN_FLIGHT: frozenset[ServiceUnitState] = frozenset(
+    {ServiceUnitState.Assigning, ServiceUnitState.Releasing, ServiceUnitState.Splitting}
+)
+"""Pulsar's in-flight states (``ServiceUnitState.isInFlightState``). The invariants and the
+checker's settledness read these, not a model file's classes: they are the specification, and a
+model under test (or a mutant of one, ``statechan mutate``) may declare its classes otherwise."""
+
+ACTIVE: frozenset[ServiceUnitState] = IN_FLIGHT | {ServiceUnitState.Owned}
+"""Pulsar's active states (``ServiceUnitState.isActiveState``): a broker owns, or is about to."""

@@ -74,6 +74,9 @@ class RunSummary:
     in_flight_ms: dict[str, float]
     violations: list[str] = field(default_factory=list)
     checked_steps: int = 0
+    never_reached: list[str] = field(default_factory=list)
+    """The flows the run started (its admin operations, its lookups) and never walked: a
+    protocol that does nothing passes every invariant (:mod:`statechan.vacuity`)."""
 
     def lines(self) -> list[str]:
         hours = self.simulated_ms / HOUR
@@ -98,6 +101,7 @@ class RunSummary:
             + ("no violation" if not self.violations else f"{len(self.violations)} violation(s)")
         )
         out.extend(f"  {v}" for v in self.violations[:20])
+        out.extend(f"vacuous: {gap}" for gap in self.never_reached)
         return out
 
 
@@ -333,7 +337,18 @@ class Simulation:
             in_flight_ms=in_flight_durations(cluster.trace),
             violations=violations,
             checked_steps=checked,
+            never_reached=self.never_reached(),
         )
+
+    def never_reached(self) -> list[str]:
+        """The flows this run's events demand (:func:`~statechan.vacuity.demanded_by_events`)
+        that its channel records never walked."""
+        from statechan.vacuity import demanded_by_events, trace_coverage, unreached_flows
+
+        cluster = self.cluster
+        demanded = demanded_by_events(cluster.counters, len(cluster.brokers), cluster.storage)
+        coverage = trace_coverage(cluster.trace, cluster.model, cluster.storage)
+        return [str(gap) for gap in unreached_flows(cluster.model, coverage, demanded)]
 
 
 OWNERSHIP_WAIT = 5_000

@@ -959,10 +959,12 @@ class _Settled:
 
 
 _NOTHING_SETTLED = _Settled({}, {}, frozenset())
-_FOLDS: dict[tuple[int, ...], tuple[tuple[Message, ...], _Settled]] = {}
-"""Folds of whole logs by their messages' identities (each kept alive beside its fold, so an
-identity is never another message's): a model checker's states share their logs' messages, and
-the successors of a state its log or a log one or two messages longer."""
+_FOLDS: dict[tuple[int, tuple[int, ...]], tuple[StorageRules, tuple[Message, ...], _Settled]] = {}
+"""Folds of whole logs by the rules folded with and their messages' identities (the rules and the
+messages kept alive beside the fold, so an identity is never another's): a model checker's states
+share their logs' messages, and the successors of a state its log or a log one or two messages
+longer. The rules are part of the key: two models' searches in one process (a bug variant's
+resolver, ``statechan mutate``) share messages, and one model's fold is not another's."""
 
 
 def _settled_log(topic: Topic, rules: StorageRules, start: tuple[int, _Settled] | None) -> _Settled:
@@ -975,19 +977,20 @@ def _settled_log(topic: Topic, rules: StorageRules, start: tuple[int, _Settled] 
     if start is None and end <= _FOLDED_LOG_LIMIT:
         messages = tuple(topic)
         ids = tuple(map(id, messages))
-        known = _FOLDS.get(ids)
+        ruled = id(rules)
+        known = _FOLDS.get((ruled, ids))
         if known is not None:
-            return known[1]
+            return known[2]
         for cut in range(end - 1, max(-1, end - 4), -1):
-            prefix = _FOLDS.get(ids[:cut])
+            prefix = _FOLDS.get((ruled, ids[:cut]))
             if prefix is not None:
-                start = (cut, prefix[1])
+                start = (cut, prefix[2])
                 break
     folded = _fold_log(topic, rules, start or (0, _NOTHING_SETTLED))
     if ids:
         if len(_FOLDS) >= 20_000:
             _FOLDS.clear()
-        _FOLDS[ids] = (messages, folded)
+        _FOLDS[(id(rules), ids)] = (rules, messages, folded)
     return folded
 
 

@@ -43,18 +43,13 @@ from statechan.invariants.replay import (
 )
 from statechan.invariants.violation import Violation as Violation
 from statechan.keys import BadKeyError, Bundle, parse_key
-from statechan.model import DEFAULT_MODEL, ProtocolModel, StorageRules, load_model
+from statechan.model import DEFAULT_MODEL, StorageRules
 from statechan.observation import Observation
 from statechan.resolver import offer, rules_for, settle
-from statechan.states import ServiceUnitState, StorageType
+from statechan.states import ACTIVE, IN_FLIGHT, ServiceUnitState, StorageType
 from statechan.values import ServiceUnitStateData, ValueView, brief
 
 S = ServiceUnitState
-
-
-def _model(obs: Observation) -> ProtocolModel:
-    """The protocol model the observed cluster runs (its active and in-flight states)."""
-    return load_model(obs.config.variant.model)
 
 
 @dataclass(frozen=True)
@@ -419,9 +414,8 @@ def orphan_cleaned(obs: Observation) -> list[Violation]:
     }
     if not overdue:
         return []
-    active = _model(obs).active
     found = []
-    for _broker, key, data in _first_holders(obs, lambda data: data.state in active and holder(data) in overdue):
+    for _broker, key, data in _first_holders(obs, lambda data: data.state in ACTIVE and holder(data) in overdue):
         held_by = holder(data)
         since = obs.unregistered_at[held_by]  # type: ignore[index]
         detail = f"{data.state.value} by {held_by}, unregistered for {(obs.time - since) // 1000} s"
@@ -459,7 +453,7 @@ def in_flight_completes(obs: Observation) -> list[Violation]:
     if obs.leader_since is None or obs.timers_overdue:
         return []
     bound = in_flight_bound_ms(obs.config)
-    in_flight = _model(obs).in_flight
+    in_flight = IN_FLIGHT
     found = []
     reported: set[str] = set()
     for broker in sorted(obs.views):
@@ -477,6 +471,66 @@ def in_flight_completes(obs: Observation) -> list[Violation]:
                     )
                 )
     return found
+
+
+def tombstone_bound_ms(config: SimConfig) -> int:
+    """How long a Free or Deleted record may stay with a leader acting: the tombstone delay, two
+    monitor periods (the monitor that deletes it runs once a period) and a session timeout (a
+    leader that died is replaced only when its session ends), in ms."""
+    cfg = config.channel
+    return (cfg.tombstone_delay_s + 2 * cfg.monitor_interval_s) * 1000 + cfg.session_timeout_ms
+
+
+@invariant(
+    "tombstoned-within",
+    "Progress: with a leader acting, no running broker's view holds a Free or a Deleted record for "
+    "longer than the tombstone delay (loadBalancerServiceUnitStateTombstoneDelayTimeInSeconds) plus two "
+    "monitor periods (loadBalancerServiceUnitStateMonitorIntervalInSeconds) plus a session timeout: "
+    "the leader's monitor deletes it.",
+    ["#22743", "#21721", "#22859"],
+)
+def tombstoned_within(obs: Observation) -> list[Violation]:
+    leader_since = obs.leader_since
+    if leader_since is None or obs.timers_overdue:
+        return []
+    bound = tombstone_bound_ms(obs.config)
+
+    def lingers(data: ServiceUnitStateData) -> bool:
+        return data.state in (S.Free, S.Deleted) and obs.time - max(data.timestamp, leader_since) > bound
+
+    return [
+        Violation(
+            "tombstoned-within",
+            f"{broker} still holds {_brief(data)} after {(obs.time - max(data.timestamp, leader_since)) // 1000} s "
+            f"(bound {bound // 1000} s)",
+            key,
+        )
+        for broker, key, data in _first_holders(obs, lingers)
+    ]
+
+
+@invariant(
+    "lookup-within",
+    "Progress: a lookup a running broker deferred is answered within the in-flight wait "
+    "(loadBalancerInFlightServiceUnitStateWaitingTimeInMillis): by the event that settles its bundle, "
+    "or by its timeout.",
+    ["#20677", "#26146", "#22899"],
+)
+def lookup_within(obs: Observation) -> list[Violation]:
+    if obs.timers_overdue or not obs.pending_lookups:
+        return []
+    wait = obs.config.channel.in_flight_wait_ms
+    return [
+        Violation(
+            "lookup-within",
+            f"{broker} deferred a lookup at {deferred_at} and still waits after {(obs.time - deferred_at) // 1000} s "
+            f"(bound {wait // 1000} s)",
+            key,
+        )
+        for broker, pending in sorted(obs.pending_lookups.items())
+        for key, deferred_at in sorted(pending.items())
+        if obs.time - deferred_at > wait
+    ]
 
 
 def _unacted(obs: Observation, states: frozenset[S], invariant_id: str) -> list[Violation]:
@@ -527,11 +581,10 @@ def release_acted_on(obs: Observation) -> list[Violation]:
 def departure_complete(obs: Observation) -> list[Violation]:
     if not obs.departed:
         return []
-    model = _model(obs)
 
     def names_departed(data: ServiceUnitStateData) -> bool:
-        return data.state in model.active and (
-            data.dst_broker in obs.departed or (data.state in model.in_flight and data.source_broker in obs.departed)
+        return data.state in ACTIVE and (
+            data.dst_broker in obs.departed or (data.state in IN_FLIGHT and data.source_broker in obs.departed)
         )
 
     return [
@@ -625,8 +678,9 @@ def semi_terminal_tombstoned(obs: Observation) -> list[Violation]:
 @invariant(
     "unload-not-stranded",
     "Once nothing is waiting, no running broker still waits for an admin unload of a bundle its view "
-    "holds nothing for, or holds Free with no force: the event that brought the view there ends the "
-    "unload (system topic; a metadata-store view refilled after a session loss has no such event).",
+    "holds nothing for, holds Free with no force, or holds Owned with the unloaded owner as source (a "
+    "transfer's end): the event that brought the view there ends the unload (system topic; a "
+    "metadata-store view refilled after a session loss has no such event).",
     ["#22859", "#22379"],
     when="quiescent",
 )
@@ -640,7 +694,12 @@ def unload_not_stranded(obs: Observation) -> list[Violation]:
         view = obs.views.get(broker, {})
         for key, (source, _destination) in sorted(ops.items()):
             value = view.get(key)
-            if value is None or value.state is S.Init or (value.state is S.Free and not value.force):
+            ended = value is None or value.state is S.Init or (value.state is S.Free and not value.force)
+            # a transfer's (or an override's) Owned names the unloaded owner as its source
+            ended = ended or (
+                value is not None and value.state is S.Owned and source is not None and value.source_broker == source
+            )
+            if ended:
                 detail = f"{broker} still waits for its unload of {source}, its view holding {_brief(value)}"
                 found.append(Violation("unload-not-stranded", detail, key))
     return found
@@ -1206,12 +1265,11 @@ def no_resurrection_step(before: Observation, after: Observation) -> list[Violat
     if not before.deleted:
         return []
     changes = _changes(before, after)
-    active = _model(after).active
     found = []
     for key, old, new in changes.channel:
-        if key not in before.deleted or new is None or new.state not in active or not changes.same_lifetime(key):
+        if key not in before.deleted or new is None or new.state not in ACTIVE or not changes.same_lifetime(key):
             continue
-        if old is not None and old.state in active:
+        if old is not None and old.state in ACTIVE:
             continue  # already active: reported when it became so
         detail = f"becomes {_brief(new)} after Deleted (held {_brief(old)})"
         found.append(Violation("no-resurrection", detail, key))
