@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import operator
 import os
 import re
 import sys
@@ -51,7 +52,7 @@ from statechan.cluster.actions import (
     Wait,
 )
 from statechan.cluster.config import VARIANTS, ChannelConfig, SimConfig, StoreKind, Variant
-from statechan.cluster.sim import Cluster
+from statechan.cluster.sim import LEADER, REGISTRY, Cluster, _children
 from statechan.cluster.value import (
     Value,
     capture,
@@ -64,7 +65,8 @@ from statechan.cluster.value import (
 )
 from statechan.model import load_model
 from statechan.observation import Observation
-from statechan.states import IN_FLIGHT, StorageType
+from statechan.states import IN_FLIGHT, ServiceUnitState, StorageType
+from statechan.stores.metadata import NodeEvent, SessionEvent
 from statechan.vacuity import Unreached, demanded_flows, unreached_flows
 from statechan.values import ServiceUnitStateData
 
@@ -209,7 +211,7 @@ def _budget_of(kind: type[Action], bounds: Bounds) -> str | None:
 def budget_left(budget: dict[str, int], spent: Counter[str]) -> bytes:
     """The budgets a state has left, as the suffix of its key: two states alike but for what they
     may still do are different states (merging them would drop the runs that spend the rest)."""
-    left = tuple([budget[kind] - spent[kind] for kind in budget])
+    left = tuple([budget[kind] - spent.get(kind, 0) for kind in budget])
     found = _LEFT.get(left)
     if found is None:
         found = _LEFT[left] = "|".join(map(str, left)).encode()
@@ -243,6 +245,8 @@ class Fingerprinter:
     def __init__(self, brokers: int, cap: int, symmetry: bool) -> None:
         self.cap = cap
         self.symmetry = symmetry and brokers > 1
+        self._renamings: dict[tuple[str, ...], Names] = {}
+        """The renaming that numbers the brokers in an order, by the order (a search meets few)."""
 
     def __call__(self, cluster: Cluster) -> bytes:
         return self.digest(self.canonical(cluster)[2])
@@ -283,9 +287,11 @@ class Fingerprinter:
         quick = {broker_id: quick_signature(broker) for broker_id, broker in cluster.brokers.items()}
         if len(set(quick.values())) == len(quick):
             # no two brokers tie (the common case): one renaming, in descending signature order
-            sequence = sorted(quick, key=quick.__getitem__, reverse=True)
-            names = {old: f"broker-{new}:8080" for new, old in enumerate(sequence, 1)}
-            return [None if all(old == new for old, new in names.items()) else names]
+            order = tuple(sorted(quick, key=quick.__getitem__, reverse=True))
+            if order not in self._renamings:
+                names = {old: f"broker-{new}:8080" for new, old in enumerate(order, 1)}
+                self._renamings[order] = None if all(old == new for old, new in names.items()) else names
+            return [self._renamings[order]]
         runs: list[list[str]] = []
         for _, tied in itertools.groupby(sorted(quick, key=quick.__getitem__, reverse=True), key=quick.__getitem__):
             group = list(tied)
@@ -416,6 +422,14 @@ def settled(cluster: Cluster, views_agree: bool = True, obs: Observation | None 
     return not views_agree or all(view == views[0] for view in views[1:])
 
 
+def _differ(old: ServiceUnitStateData | None, new: ServiceUnitStateData | None) -> bool:
+    """Whether two values a key held differ: not the very object, and not equal (told apart by
+    version or state first, as most are: pydantic's ``__eq__`` compares every field)."""
+    return old is not new and (
+        old is None or new is None or old.version_id != new.version_id or old.state is not new.state or old != new
+    )
+
+
 def _channel_transitions(
     before: Mapping[str, ServiceUnitStateData], after: Mapping[str, ServiceUnitStateData]
 ) -> list[tuple[str, str]]:
@@ -425,8 +439,8 @@ def _channel_transitions(
     pairs = []
     for key in sorted(before.keys() | after.keys()):
         old, new = before.get(key), after.get(key)
-        if old is not new and old != new:
-            pairs.append(("Init" if old is None else old.state.name, "Init" if new is None else new.state.name))
+        if _differ(old, new):
+            pairs.append(("Init" if old is None else old.state._name_, "Init" if new is None else new.state._name_))
     return pairs
 
 
@@ -435,7 +449,7 @@ def _view_transitions(before: Mapping[str, Any], after: Mapping[str, Any]) -> li
     after a compaction a reader may first see a key mid-life (the table's compaction-cut edges).
     Its other changes are either the writers' edges again or a lagging reader's version-gap
     jumps, which are not edges of the table."""
-    return [("Init", after[key].state.name) for key in after.keys() - before.keys()]
+    return [("Init", after[key].state._name_) for key in after.keys() - before.keys()]
 
 
 def resident_mb() -> float:
@@ -468,6 +482,10 @@ _Item = tuple[Value, int, Counter[str], "_Live | None"]
 (with its observation) when the expander kept it."""
 _Queued = tuple[int, Value, int, Counter[str], "_Live | None"]
 """A queued state: its node id and its :data:`_Item`."""
+
+SHELVED = 8
+"""How many unused copies the expander keeps for later expansions to rewind (:meth:`_Expander.shelve`):
+most states' siblings find one of their time there instead of a restore."""
 
 GC_YOUNGEST = 50_000
 """Allocations between two runs of the cycle collector's youngest generation during a search."""
@@ -641,6 +659,7 @@ def check(
                         fail(known, step.broken)
                         return finish()
                     assert step.value is not None
+                    assert step.spent is not None
                     queue.append((known, step.value, step.now, step.spent, step.live))
                     continue
                 node.successors.append((known, step.action, step.picks))
@@ -669,6 +688,7 @@ def check(
                 progress(len(nodes), len(queue), node.depth, now - started)
                 last_report = now
     finally:
+        expander.close(item[-1] for item in queue)
         gc.set_threshold(*collector)
         if pool is not None:
             pool.terminate()
@@ -709,7 +729,8 @@ class _Step:
     value: Value | None = None
     """The state's own value, where it was new to the expander (for the queue)."""
     now: int = 0
-    spent: Counter[str] = field(default_factory=Counter)
+    spent: Counter[str] | None = None
+    """The budgets spent, with ``value`` (a default Counter would cost every step one)."""
     settled: bool = False
     label: str = ""
     ample: bool = False
@@ -728,6 +749,29 @@ class _Expansion:
     """The state is at the depth bound: not expanded."""
     blockers: Counter[str] | None = None
     """In a worker: why its deliveries could not be ample sets (the reduction's report)."""
+
+
+class _Left:
+    """What a combination of budgets left decides in an expansion: the action kinds not worth
+    listing, the budgets spent out, and the key suffix of a successor that spends one of a kind."""
+
+    __slots__ = ("_after", "left", "out", "unlisted")
+
+    def __init__(
+        self, left: dict[str, int], unlisted: frozenset[type[Action]], out: frozenset[str], suffix: bytes
+    ) -> None:
+        self.left = left
+        """How many of each kind are left."""
+        self.unlisted = unlisted
+        self.out = out
+        self._after: dict[str | None, bytes] = {None: suffix}
+
+    def after(self, kind: str | None, spent: Counter[str], budget: dict[str, int]) -> bytes:
+        """The key suffix of a successor that spent one ``kind`` (``spent``: what it has spent)."""
+        found = self._after.get(kind)
+        if found is None:
+            found = self._after[kind] = budget_left(budget, spent)
+        return found
 
 
 class _Expander:
@@ -755,8 +799,10 @@ class _Expander:
         self.budget = bounds.budget()
         self.fingerprint = fingerprint
         self.ids = ids
-        from statechan.invariants.catalogue import step_ids
+        from statechan.invariants.catalogue import check, check_step, step_ids
 
+        self._check, self._check_step = check, check_step
+        """The catalogue's checks (imported here: the catalogue loads with the first search)."""
         self.agree = "views-converge" in ids
         self.steps = step_ids(ids)
         """The step invariants among ``ids`` (checked on every transition)."""
@@ -765,24 +811,36 @@ class _Expander:
         """Every key's canonical value, when fingerprints are verified."""
         self.kept = 0
         """Stepped clusters handed out with their states (``_Step.live``) and not yet expanded."""
-        self._unlisted: dict[tuple[bool, ...], frozenset[type[Action]]] = {}
-        self.shelved: tuple[Cluster, Value] | None = None
-        """A copy an expansion left unused, with its value (see :meth:`shelve`)."""
+        self._left: dict[tuple[int, ...], _Left] = {}
+        self._totals, self._zeros = tuple(self.budget.values()), (0,) * len(self.budget)
+        self._kinds: dict[type[Action], str | None] = {}
+        """Each action type's budget (:func:`budget_kind`), by type."""
+        self.shelf: list[tuple[int, Cluster, Value]] = []
+        """Copies expansions left unused, with their time and value, oldest first (see :meth:`shelve`)."""
+
+    def left(self, spent: Counter[str]) -> _Left:
+        """What a state that has spent ``spent`` may still do, worked out once per combination of
+        budgets left (a search meets few): every expansion asks."""
+        left = tuple(map(operator.sub, self._totals, map(spent.get, self.budget, self._zeros)))
+        found = self._left.get(left)
+        if found is None:
+            out = frozenset(kind for kind, n in zip(self.budget, left, strict=True) if n <= 0)
+            # ticks are listed even when spent: a spent tick budget marks the state's timers as cut
+            unlisted = frozenset(
+                t
+                for t in (*_BUDGETED, Transfer, Split, Unload)
+                if (kind := _budget_of(t, self.bounds)) in out | {"off"} and kind != "tick"
+            )
+            found = self._left[left] = _Left(
+                dict(zip(self.budget, left, strict=True)), unlisted, out, budget_left(self.budget, spent)
+            )
+        return found
 
     def unlisted(self, spent: Counter[str]) -> frozenset[type[Action]]:
         """The kinds of action not worth listing from a state that has spent ``spent``: their
         budget is spent, or the bounds leave them out (ticks are listed: a spent tick budget
         marks the state's timers as cut)."""
-        gone = tuple(spent[kind] >= left for kind, left in self.budget.items())
-        found = self._unlisted.get(gone)
-        if found is None:
-            spent_kinds = {kind for kind, out in zip(self.budget, gone, strict=True) if out} | {"off"}
-            found = self._unlisted[gone] = frozenset(
-                t
-                for t in (*_BUDGETED, Transfer, Split, Unload)
-                if (kind := _budget_of(t, self.bounds)) in spent_kinds and kind != "tick"
-            )
-        return found
+        return self.left(spent).unlisted
 
     def key_of(self, cluster: Cluster, spent: Counter[str], left: bytes | None = None) -> tuple[bytes, Value]:
         """The state's key (its fingerprint and the budgets left: ``left``, when known), and its own
@@ -809,27 +867,30 @@ class _Expander:
         that breaks an invariant (with several workers it cannot know, and takes every step).
         ``depth_of`` gives a known state's depth: with it (one process), a state may be expanded
         through one delivery alone (partial-order reduction, :func:`_por_candidates`)."""
-        from statechan.invariants.catalogue import check as check_invariants
-        from statechan.invariants.catalogue import check_step
-
+        check_invariants, check_step = self._check, self._check_step
         frozen, at, spent, kept = item
         live, observed = kept if kept is not None else (None, None)
         bounds, budget = self.bounds, self.budget
         if live is not None:
             self.kept -= 1
         if bounds.depth is not None and depth >= bounds.depth:
+            if live is not None:
+                self.shelve((live, frozen))
             return _Expansion([], beyond=True)
         cluster = live if live is not None else restore(frozen, at, self.root)
         expansion = _Expansion([])
         taken: list[tuple[Action, str | None]] = []
-        suffixes: dict[str | None, bytes] = {}
+        budgets = self.left(spent)
+        kinds = self._kinds
         spare: Cluster | None = cluster
         """The expanded copy, until a successor takes it."""
         stale: tuple[Cluster, Value] | None = None
         """A successor's copy nothing keeps, with its value: rewinding it is cheaper than a restore."""
-        for action in cluster.enabled_actions(self.unlisted(spent)):
-            kind = budget_kind(action, bounds)
-            if kind == "off" or (kind is not None and spent[kind] >= budget[kind]):
+        for action in cluster.enabled_actions(budgets.unlisted):
+            kind = kinds.get(type(action), "?")
+            if kind == "?":
+                kind = kinds[type(action)] = budget_kind(action, bounds)
+            if kind == "off" or kind in budgets.out:
                 if kind == "tick":
                     expansion.timers_cut = True
                 continue
@@ -838,21 +899,23 @@ class _Expander:
         # go last, so no sibling after them needs a restore; the order changes no state's
         # depth, only which of equally short runs is met first
         taken.sort(key=lambda pair: pair[1] in _UNREWOUND)
-        ready: dict[Action, _PorCandidate] = {}
+        ready: dict[int, _PorCandidate] = {}
+        """The candidates that may be ample sets, by their action's identity (it is ``taken``'s)."""
         if self.por and (depth_of is not None or not exact):
-            candidates = _por_candidates(cluster, taken, budget, spent, bounds)
-            ready = {c.action: c for c in candidates if not c.reasons - {"tick-clock"}}
+            candidates = _por_candidates(cluster, taken, budget, spent, bounds, budgets.left)
+            ready = {id(c.action): c for c in candidates if not c.reasons - {"tick-clock"}}
             for blocked in candidates:
-                if blocked.action not in ready:
+                if id(blocked.action) not in ready:
                     self.blockers.update(blocked.reasons)
             # the candidates go first: the first whose step passes the checks is the ample set
-            taken.sort(key=lambda pair: pair[0] not in ready)
+            if ready:
+                taken.sort(key=lambda pair: id(pair[0]) not in ready)
         # what each successor is compared with (the step invariants, the edges it took): read
         # now, as the expanded copy is stepped first
         before = observed if observed is not None else cluster.observe()
         for action, kind in taken:
             reader = action.broker if isinstance(action, Deliver) else None
-            candidate = ready.get(action)
+            candidate = ready.get(id(action))
             # every sequence of placement picks the step can make, in lexicographic order: a plan
             # fixes a prefix, the choices after it take candidate 0, and each of those choices'
             # other candidates is a plan of its own (a clean-up may place several orphans)
@@ -865,15 +928,19 @@ class _Expander:
                 if spare is not None:
                     child, spare = spare, None
                 else:
-                    # a sibling's copy, else one an earlier expansion left: rewound to this state
+                    # a sibling's copy, else one an earlier expansion left at this time: rewound to
+                    # this state (a sibling's that moved the clock may fit a later state: shelved)
                     used, stale = stale, None
+                    if used is not None and not rewind(used[0], frozen, at, used[1]):
+                        self.shelve(used)
+                        used = None
                     if used is None:
-                        used, self.shelved = self.shelved, None
-                    if used is not None:
-                        if rewind(used[0], frozen, at, used[1]):
-                            child = used[0]
-                        else:
+                        used = self.unshelve(at)
+                        if used is not None and not rewind(used[0], frozen, at, used[1]):
                             dispose(used[0])
+                            used = None
+                    if used is not None:
+                        child = used[0]
                 if child is None:
                     child = restore(frozen, at, self.root)
                 child.plan = deque(plan)
@@ -896,15 +963,12 @@ class _Expander:
                     # what the delivering broker's view took: after a compaction, edges no writer takes
                     step.pairs += _view_transitions(before.views.get(reader, {}), after.views[reader])
                 # a step that spends no budget shares its parent's record of what was spent (never
-                # changed in place); the key's suffix is worked out once per kind a state spends
+                # changed in place); the key's suffix is worked out once per kind a combination spends
                 child_spent = spent
                 if kind is not None:
                     child_spent = spent.copy()
                     child_spent[kind] += 1
-                left = suffixes.get(kind)
-                if left is None:
-                    left = suffixes[kind] = budget_left(budget, child_spent)
-                step.key, own = self.key_of(child, child_spent, left)
+                step.key, own = self.key_of(child, child_spent, budgets.after(kind, child_spent, budget))
                 step.own_checks = bool(child.answers)
                 if self.steps:
                     # a step invariant is the step's own (TLA+'s [A]_v): checked on every step,
@@ -914,21 +978,23 @@ class _Expander:
                 new = not known(step.key) and step.key not in fresh
                 ample = False
                 if candidate is not None and trial is not None:
-                    why = _por_after(trial, child, before, after, candidate, budget, spent, bounds)
+                    why = _por_after(trial, child, before, after, candidate, budget, spent, bounds, budgets.left)
                     if made:
                         why.append("placement")  # one pick of the delivery is not all of it
                     if not exact:
                         # a worker cannot tell whether the successor is new to the whole search:
                         # the merge applies the proviso (:func:`_reduce_merged`), in this order
                         step.ample = not why
-                        self.blockers.update(why)
+                        if why:
+                            self.blockers.update(why)
                     elif not new and (depth_of is None or depth_of(step.key) != depth + 1):
                         # the proviso: neither new nor on the next level, the edge could close a cycle
                         # of reduced states (every reduced edge goes one level deeper: none can)
                         why.append("proviso")
                     if exact:
                         ample = not why
-                        self.blockers.update(why)
+                        if why:
+                            self.blockers.update(why)
                 if new:
                     fresh.add(step.key)
                     step.settled = settled(child, self.agree, after)
@@ -971,7 +1037,20 @@ class _Expander:
                     return expansion
         if stale is not None:
             self.shelve(stale)
+        if spare is not None:
+            self.shelve((spare, frozen))  # nothing was enabled: the expanded copy itself is left
         return expansion
+
+    def close(self, kept: Iterable[_Live | None] = ()) -> None:
+        """Free the copies the search no longer needs (shelved, or ``kept`` for states it will not
+        expand) at once: left to the cycle collector, the first collection after the search (its
+        threshold back to the caller's) would find them."""
+        for _, cluster, _ in self.shelf:
+            dispose(cluster)
+        self.shelf.clear()
+        for live in kept:
+            if live is not None:
+                dispose(live[0])
 
     def shelve(self, copy: tuple[Cluster, Value]) -> None:
         """Keep a copy nothing needs (with its value) for a later expansion to rewind, in place of
@@ -980,13 +1059,21 @@ class _Expander:
         creation zxids, which the value leaves out, so a copy with another state's history could
         show a lifetime beginning where the parent's observation saw none (within one expansion
         every copy is the parent's own cluster or a restore, whose zxids are 0: never later)."""
-        if self.shelved is not None:
-            dispose(self.shelved[0])
-            self.shelved = None
-        if copy[0].storage is StorageType.SystemTopic:
-            self.shelved = copy
-        else:
+        if copy[0].storage is not StorageType.SystemTopic:
             dispose(copy[0])
+            return
+        if len(self.shelf) >= SHELVED:
+            dispose(self.shelf.pop(0)[1])
+        self.shelf.append((copy[0].clock.now_ms(), *copy))
+
+    def unshelve(self, now: int) -> tuple[Cluster, Value] | None:
+        """The copy shelved last at the time ``now`` (:func:`rewind` takes no other to a state then)."""
+        shelf = self.shelf
+        for index in range(len(shelf) - 1, -1, -1):
+            if shelf[index][0] == now:
+                _, cluster, value = shelf.pop(index)
+                return cluster, value
+        return None
 
 
 _WORKER: list[_Expander] = []
@@ -1255,16 +1342,16 @@ def _por_candidates(
     budget: dict[str, int],
     spent: Counter[str],
     bounds: Bounds,
+    left: Mapping[str, int] | None = None,
 ) -> list[_PorCandidate]:
     """Each enabled delivery, with the reasons (read off the state) it cannot be the ample set.
-    ``tick-clock`` is dropped later if the delivery leaves a task (so it never ends the backlog)."""
-    from statechan.cluster.sim import LEADER, REGISTRY
-    from statechan.stores.metadata import NodeEvent, SessionEvent
-
+    ``tick-clock`` is dropped later if the delivery leaves a task (so it never ends the backlog).
+    ``left``: the budgets left (``budget`` less ``spent``), when the caller has them."""
     deliveries = [a for a, _ in taken if isinstance(a, Deliver)]
     if not deliveries:
         return []
-    left = {kind: budget[kind] - spent[kind] for kind in budget}
+    if left is None:
+        left = {kind: budget[kind] - spent.get(kind, 0) for kind in budget}
     common = {kind for kind in ("compact", "shutdown", "lose-session", "resign") if left[kind] > 0}
     # a crash of the delivering broker disables the delivery, but absorbs it: a dead broker's view is
     # not in the state, so crash(deliver(x)) = crash(x) and the reduced search reaches every state after it
@@ -1290,7 +1377,7 @@ def _por_candidates(
     if left["tick"] > 0 and timely is not None:
         began = work_since if work_since is not None else now
         slack = began + timely
-        window = [t for t in cluster.live_timers() if t.due <= slack]
+        window = [t for t in cluster.live_timers(ordered=False) if t.due <= slack]
         leader_events: set[str] = set()
         deletions = False
         for b in brokers:
@@ -1360,12 +1447,10 @@ def _por_after(
     budget: dict[str, int],
     spent: Counter[str],
     bounds: Bounds,
+    left: Mapping[str, int] | None = None,
 ) -> list[str]:
-    """The reasons the delivery, now taken, cannot be the ample set (what it did decides)."""
-    from statechan.cluster.sim import _children
-    from statechan.invariants.catalogue import cleanup_bound_ms, in_flight_bound_ms
-    from statechan.states import ServiceUnitState
-
+    """The reasons the delivery, now taken, cannot be the ample set (what it did decides).
+    ``left``: the budgets left before it (``budget`` less ``spent``), when the caller has them."""
     broker_id = candidate.action.broker
     broker = child.brokers[broker_id]
     why: list[str] = []
@@ -1388,11 +1473,7 @@ def _por_after(
         if loads_at < 0 or candidate.latest - loads_at >= child.LOAD_REPORT_INTERVAL_MS:
             why.append("loads")
     old_view, new_view = before.views.get(broker_id, {}), after.views.get(broker_id, {})
-    changed = {
-        k
-        for k in old_view.keys() | new_view.keys()
-        if (old := old_view.get(k)) is not (new := new_view.get(k)) and old != new
-    }
+    changed = {k for k in old_view.keys() | new_view.keys() if _differ(old_view.get(k), new_view.get(k))}
     for key in changed:
         old, new = old_view.get(key), new_view.get(key)
         if old is not None and new is not None and new.version_id <= old.version_id:
@@ -1404,6 +1485,8 @@ def _por_after(
     if changed and candidate.latest > child.clock.now_ms():
         # ticks may move the clock before the delivery: the entry it replaces must not come due meanwhile
         # (orphan-cleaned and in-flight-completes read the time; the delivery could hide a breach)
+        from statechan.invariants.catalogue import cleanup_bound_ms, in_flight_bound_ms
+
         config, model = child.config, child.model
         since = child.leader_since if child.leader_since is not None else child.clock.now_ms()
         for key in changed:
@@ -1422,7 +1505,8 @@ def _por_after(
                 why.append("deadline")
     accepted = sum(broker.handled.values()) > trial.handled
     if changed or leaves_task or accepted:
-        left = {kind: budget[kind] - spent[kind] for kind in budget}
+        if left is None:
+            left = {kind: budget[kind] - spent.get(kind, 0) for kind in budget}
         if left["lookup"] > 0:
             why.append("lookup")  # a lookup at this broker of this key would see the difference
         if left["admin"] > 0 and any(

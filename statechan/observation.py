@@ -89,11 +89,17 @@ class Observation:
         """The same observation as the constructor's, built without the frozen dataclass's
         ``object.__setattr__`` per field (a third of the time of an observation, and the model
         checker makes one a transition). Every field must be given."""
+        return cls.from_dict(fields)
+
+    @classmethod
+    def from_dict(cls, fields: dict[str, Any]) -> Observation:
+        """:meth:`of` from a dict of every field, which the observation takes as its own (the
+        caller keeps no reference to it): a dict display is built at once, keywords one by one."""
         if fields.keys() != _FIELDS:
             wrong = sorted((_FIELDS - fields.keys()) | (fields.keys() - _FIELDS))
             raise TypeError(f"Observation.of needs every field, and only those: {', '.join(wrong)}")
         obs: Observation = object.__new__(cls)
-        obs.__dict__.update(fields)
+        object.__setattr__(obs, "__dict__", fields)
         return obs
 
 

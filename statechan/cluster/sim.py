@@ -53,7 +53,7 @@ from statechan.cluster.config import (
 )
 from statechan.cluster.placement import BrokerLoad, make_placement
 from statechan.keys import Bundle, namespace_bundles, parse_key
-from statechan.model import StorageRules, load_model
+from statechan.model import ProtocolModel, StorageRules, load_model
 from statechan.observation import LookupAnswer, Observation
 from statechan.resolver import Verdict
 from statechan.states import ServiceUnitState, StorageType
@@ -959,25 +959,25 @@ class _Settled:
 
 
 _NOTHING_SETTLED = _Settled({}, {}, frozenset())
-_FOLDS: dict[tuple[int, tuple[int, ...]], tuple[StorageRules, tuple[Message, ...], _Settled]] = {}
-"""Folds of whole logs by the rules folded with and their messages' identities (the rules and the
+_FOLDS: dict[tuple[int, tuple[int, ...]], tuple[ProtocolModel, tuple[Message, ...], _Settled]] = {}
+"""Folds of whole logs by the model folded with and their messages' identities (the model and the
 messages kept alive beside the fold, so an identity is never another's): a model checker's states
 share their logs' messages, and the successors of a state its log or a log one or two messages
-longer. The rules are part of the key: two models' searches in one process (a bug variant's
+longer. The model is part of the key: two models' searches in one process (a bug variant's
 resolver, ``statechan mutate``) share messages, and one model's fold is not another's."""
 
 
-def _settled_log(topic: Topic, rules: StorageRules, start: tuple[int, _Settled] | None) -> _Settled:
+def _settled_log(topic: Topic, model: ProtocolModel, start: tuple[int, _Settled] | None) -> _Settled:
     """A reader's fold of the whole log (from ``start``, a position and the fold up to it, when
-    given): what it holds per key, the offset each lifetime began at, and the keys with a Deleted
-    since their last tombstone. A short log folded from the start is looked up in :data:`_FOLDS`
-    first, whole or but for its last few messages."""
+    given) under ``model``'s rules: what it holds per key, the offset each lifetime began at, and
+    the keys with a Deleted since their last tombstone. A short log folded from the start is looked
+    up in :data:`_FOLDS` first, whole or but for its last few messages (no rules read then)."""
     end = topic.end
     ids: tuple[int, ...] = ()
     if start is None and end <= _FOLDED_LOG_LIMIT:
         messages = tuple(topic)
         ids = tuple(map(id, messages))
-        ruled = id(rules)
+        ruled = id(model)
         known = _FOLDS.get((ruled, ids))
         if known is not None:
             return known[2]
@@ -986,11 +986,11 @@ def _settled_log(topic: Topic, rules: StorageRules, start: tuple[int, _Settled] 
             if prefix is not None:
                 start = (cut, prefix[2])
                 break
-    folded = _fold_log(topic, rules, start or (0, _NOTHING_SETTLED))
+    folded = _fold_log(topic, model.rules(StorageType.SystemTopic), start or (0, _NOTHING_SETTLED))
     if ids:
         if len(_FOLDS) >= 20_000:
             _FOLDS.clear()
-        _FOLDS[(id(rules), ids)] = (rules, messages, folded)
+        _FOLDS[(id(model), ids)] = (model, messages, folded)
     return folded
 
 
@@ -1656,42 +1656,45 @@ class Cluster:
             if node is not None:
                 registered.add(broker_id)
                 since[broker_id] = node[1].modified_ms
-        return Observation.of(
-            time=self.clock.now_ms(),
-            step=len(self.history),
-            views=views,
-            serving=serving,
-            started=started,
-            connected=connected,
-            registered=registered,
-            unregistered_at=dict(self.unregistered_at),
-            leader=self.leader(),
-            leader_since=self.leader_since,
-            acting_leaders=acting,
-            answers=tuple(self.answers[self._step_answers :]),
-            bundles=self.live_bundle_keys(),
-            quiescent=self.quiescent(),
-            config=self.config,
-            syncer_differences=None if self.syncer is None else len(self.syncer.differences()),
-            timers_overdue=(timer := self.next_timer()) is not None and timer.due < self.clock.now_ms(),
-            failed_splits=frozenset(self.failed_splits),
-            departed=frozenset(self.departed),
-            channel=settled.values,
-            born=settled.born,
-            deleted=settled.deleted,
-            incarnations=incarnations,
-            pending_lookups=pending,
-            pending_unloads=unloads,
-            positions=positions,
-            registered_since=since,
+        return Observation.from_dict(
+            {
+                "time": self.clock.now_ms(),
+                "step": len(self.history),
+                "views": views,
+                "serving": serving,
+                "started": started,
+                "connected": connected,
+                "registered": registered,
+                "unregistered_at": dict(self.unregistered_at),
+                "leader": self.leader(),
+                "leader_since": self.leader_since,
+                "acting_leaders": acting,
+                "answers": tuple(self.answers[self._step_answers :]),
+                "bundles": self.live_bundle_keys(),
+                "quiescent": self.quiescent(),
+                "config": self.config,
+                "syncer_differences": None if self.syncer is None else len(self.syncer.differences()),
+                "timers_overdue": (timer := self.next_timer()) is not None and timer.due < self.clock.now_ms(),
+                "failed_splits": frozenset(self.failed_splits),
+                "departed": frozenset(self.departed),
+                "channel": settled.values,
+                "born": settled.born,
+                "deleted": settled.deleted,
+                "incarnations": incarnations,
+                "pending_lookups": pending,
+                "pending_unloads": unloads,
+                "positions": positions,
+                "registered_since": since,
+            }
         )
 
     def _settled_channel(self) -> _Settled:
         """The channel's settled values, where each key's lifetime began, and the keys Deleted in
         it (the observation's ``channel``, ``born``, ``deleted``), worked out again only past what
-        the last call saw. A short log's fold is looked up by its messages (the model checker's
-        states, restored or rewound in place, share them); a longer one goes on from the last
-        call's position while the message before it is the same. The store's nodes are read again
+        the last call saw. A log the last call saw as it is now has that call's fold. Else a short
+        log's fold is looked up by its messages (the model checker's states, restored or rewound in
+        place, share them); a longer one goes on from the last call's position while the message
+        before it is the same. The store's nodes are read again
         for the keys the trace's channel records name since the last call, or all of them when
         the trace cannot tell (a restored cluster, a trace cleared or replaced, a write it lacks)."""
         last = self.__dict__.get("_settled")
@@ -1711,15 +1714,15 @@ class Cluster:
             self.__dict__["_settled"] = (store, trace, len(trace), zxid, settled, trace[-1] if trace else None)
             return settled
         topic, end = self.topic, self.topic.end
-        rules = self.model.rules(StorageType.SystemTopic)
-        if end <= _FOLDED_LOG_LIMIT:
-            return _settled_log(topic, rules, None)
+        if not end:
+            return _settled_log(topic, self.model, None)
         start = None
         if last is not None and last[0] is topic and last[1] <= end and topic.message(last[1] - 1) is last[2]:
             if last[1] == end:
                 return last[3]  # type: ignore[no-any-return]
-            start = (last[1], last[3])
-        settled = _settled_log(topic, rules, start)
+            if end > _FOLDED_LOG_LIMIT:
+                start = (last[1], last[3])
+        settled = _settled_log(topic, self.model, start)
         self.__dict__["_settled"] = (topic, end, topic.message(end - 1), settled)
         return settled
 
@@ -1732,8 +1735,14 @@ class Cluster:
 
     def quiescent(self) -> bool:
         """No delivery, notification, task or syncer step is waiting (timers may be). Every step
-        asks: the first waiting step answers, without listing the rest."""
-        return next(self._work(), None) is None
+        asks: the first waiting step answers, without listing the rest (nor making its action)."""
+        for broker in self.brokers.values():
+            if broker.alive:
+                reader = broker.reader
+                if (reader is not None and reader.has_next()) or broker.client.pending or broker.tasks:
+                    return False
+        syncer = self.syncer
+        return syncer is None or not (syncer.topic_view.pending or syncer.client.pending)
 
     def _work_actions(self) -> list[Action]:
         return list(self._work())

@@ -66,9 +66,6 @@ _REGISTRY = "/loadbalance/brokers/"
 _LEADER = "/loadbalance/leader"
 _BROKER_ID = re.compile(r"broker-\d+:8080")
 _STATES = {state.value: state for state in ServiceUnitState}
-_STATE = {state: state.value for state in ServiceUnitState}
-"""Enum members' values by dict lookup: ``member.value`` is a slow property."""
-_CHANNEL = {channel: channel.value for channel in ChannelState}
 _CHANNELS = {channel.value: channel for channel in ChannelState}
 _EVENTS = {event.value: event for event in NodeEvent}
 _SESSION = {event.value: event for event in SessionEvent}
@@ -158,7 +155,7 @@ class _Capture:
         self.producers = producers
         """Whether a message's producer is part of the state: only the syncer reads it (to know
         its own echoes); without one, who wrote a record the readers fold alike is history."""
-        context = (now, cap, tuple(sorted(self.names.items())), producers)
+        context = (now, cap, tuple(sorted(self.names.items())) if names else (), producers)
         self._renamed, self._values = _caches(_SHARED, context)
         self.pendings: dict[int, int] = {}
 
@@ -184,7 +181,7 @@ class _Capture:
         if cached is None:
             split = data.split_service_unit_to_dest_broker
             out = (
-                _STATE[data.state],
+                data.state._value_,  # the member's value without Enum's property (nor its hash)
                 self.name(data.dst_broker),
                 self.name(data.source_broker),
                 data.version_id,
@@ -283,8 +280,8 @@ def _store(cap: _Capture, store: MetadataStore, sessions: Mapping[int, str]) -> 
             rank = ranks.get(session, 0)
             ranks[session] = rank + 1
             nodes.append((name, held, version, sessions.get(session, "?"), age, rank))
-    nodes.sort(key=lambda n: n[0])
-    clients = sorted(_client(cap, c) for c in store._clients)
+    nodes.sort()  # by path: no two nodes share one, so nothing after it is compared
+    clients = sorted([_client(cap, c) for c in store._clients])
     return (tuple(nodes), tuple(clients))
 
 
@@ -311,7 +308,8 @@ def _view(cap: _Capture, view: Any, alive: bool = True) -> Value:
     brokers), so states that differ only in how far a crashed broker had read are one state."""
     if not alive:
         return ((), 0 if isinstance(view, SystemTopicTableView) else None, view.started, view.closed)
-    data = tuple((key, cap.value(value)) for key, value in view._data.items())  # in order: it is iterated
+    value = cap.value
+    data = tuple([(key, value(held)) for key, held in view._data.items()])  # in order: it is iterated
     position = view.reader.position if isinstance(view, SystemTopicTableView) else None
     return (data, position, view.started, view.closed)
 
@@ -335,6 +333,8 @@ def _task(cap: _Capture, task: Task, owner: dict[int, str], pendings: list[Pendi
 
 
 def _timer(cap: _Capture, timer: _Timer) -> Value:
+    if not cap.names:
+        return (cap.age(timer.due), timer.kind, timer.broker, timer.incarnation, timer.key)
     return (cap.age(timer.due), timer.kind, cap.name(timer.broker), timer.incarnation, cap.name(timer.key))
 
 
@@ -368,7 +368,7 @@ def _broker(cap: _Capture, broker: Broker, owner: dict[int, str], live: dict[int
         cap.name(broker.id),
         broker.incarnation,
         broker.alive,
-        _CHANNEL[broker.channel],
+        broker.channel._value_,
         _view(cap, broker.view, broker.alive),
         cap.name(broker.client.name),
         broker.monitor_scheduled,
@@ -412,26 +412,54 @@ def capture(cluster: Cluster, cap: int, names: Mapping[str, str] | None = None) 
     if not isinstance(store, MetadataStore):
         raise NotCapturableError(f"only the in-process metadata store can be captured, not {type(store).__name__}")
     c = _Capture(cluster.clock.now_ms(), cap, names, cluster.syncer is not None)
-    sessions = {client.session_id: c.name(client.name) or client.name for client in store._clients}
-    owner = {id(b.view): b.id for b in cluster.brokers.values()}
-    if cluster.syncer is not None:
-        owner[id(cluster.syncer.store_view)] = "syncer"
-    forms = sorted(((_timer(c, t), t.seq, t) for t in cluster.live_timers(ordered=False)), key=_timer_order)
-    live = {id(t): i for i, (_form, _seq, t) in enumerate(forms)}
-    brokers = sorted(_broker(c, b, owner, live) for b in cluster.brokers.values())
+    renames = bool(c.names)
+    sessions = (
+        {client.session_id: c.name(client.name) or client.name for client in store._clients}
+        if renames
+        else {client.session_id: client.name for client in store._clients}
+    )
+    every = cluster.brokers.values()
+    # who made a write (read by tasks' writes) and the timers' places (read by clean-up jobs): worked
+    # out only for the few states whose brokers hold either
+    tasks = jobs = False
+    for b in every:
+        tasks = tasks or bool(b.tasks)
+        jobs = jobs or bool(b.cleanup_jobs)
+    owner: dict[int, str] = {}
+    if tasks:
+        owner = {id(b.view): b.id for b in every}
+        if cluster.syncer is not None:
+            owner[id(cluster.syncer.store_view)] = "syncer"
+    forms = [(_timer(c, t), t.seq, t) for t in cluster.live_timers(ordered=False)]
+    if len(forms) > 1:
+        forms.sort(key=_timer_order)
+    live = {id(t): i for i, (_form, _seq, t) in enumerate(forms)} if jobs else {}
+    brokers = sorted([_broker(c, b, owner, live) for b in every])
     return (
         _topic(c, cluster.topic),
         _store(c, store, sessions),
         tuple(brokers),
-        tuple(form for form, _seq, _t in forms),
-        tuple(sorted((c.name(b), n) for b, n in cluster.incarnations.items())),
+        tuple([form for form, _seq, _t in forms]),
+        tuple(sorted((c.name(b), n) for b, n in cluster.incarnations.items()))
+        if renames
+        else tuple(sorted(cluster.incarnations.items())),
         tuple(
             sorted(
-                (c.name(b), ld.cpu, ld.memory, ld.direct_memory, ld.bandwidth_in, ld.bandwidth_out, ld.history)
-                for b, ld in cluster.loads.items()  # a load is changed in place: not kept by identity
+                [
+                    (
+                        c.name(b) if renames else b,
+                        ld.cpu,
+                        ld.memory,
+                        ld.direct_memory,
+                        ld.bandwidth_in,
+                        ld.bandwidth_out,
+                        ld.history,
+                    )
+                    for b, ld in cluster.loads.items()  # a load is changed in place: not kept by identity
+                ]
             )
         ),
-        tuple((ns, tuple(c.bundle(b) for b in bundles)) for ns, bundles in cluster.namespaces.items()),
+        tuple([(ns, tuple([c.bundle(b) for b in bundles])) for ns, bundles in cluster.namespaces.items()]),
         tuple(sorted((c.name(b), inc, c.name(client.name)) for (b, inc), client in cluster._dead_clients.items()))
         if cluster._dead_clients
         else (),
@@ -683,7 +711,7 @@ def signature(cluster: Cluster, broker_id: str) -> tuple[Any, ...]:
     return (
         broker.alive,
         broker.incarnation,
-        _CHANNEL[broker.channel],
+        broker.channel._value_,
         broker.monitor_scheduled,
         broker.shutting_down,
         tuple(task.kind for task in broker.tasks),
@@ -691,7 +719,7 @@ def signature(cluster: Cluster, broker_id: str) -> tuple[Any, ...]:
         broker.leader_view is None,
         broker.leader_view == broker_id,
         tuple(
-            (key, _STATE[v.state], v.version_id, v.dst_broker == broker_id, v.source_broker == broker_id)
+            (key, v.state._value_, v.version_id, v.dst_broker == broker_id, v.source_broker == broker_id)
             for key, v in view._data.items()  # type: ignore[attr-defined]
         )
         if broker.alive
@@ -970,7 +998,8 @@ def _fill_rest(r: _Restore, cluster: Cluster, value: Value, stepped: Value | Non
     cluster.trace = []
     cluster.answers = []
     cluster._step_answers = 0
-    for index in range(4, 16):
+    # most steps change none of these records: one comparison of them all tells
+    for index in () if stepped is not None and value[4:16] == stepped[4:16] else range(4, 16):
         if stepped is not None and value[index] == stepped[index]:
             continue
         field = value[index]

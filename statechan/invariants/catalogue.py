@@ -1131,11 +1131,12 @@ class _Changes:
                 self.channel.append((key, old_channel.get(key), new_channel[key]))
             self.channel.extend((key, old, None) for key, old in old_channel.items() if key not in new_channel)
         self.views: list[tuple[str, str, ServiceUnitStateData, ServiceUnitStateData]] = []
+        old_views, was, now = before.views, before.incarnations, after.incarnations
         for broker, view in after.views.items():
-            old_view = before.views.get(broker)
+            old_view = old_views.get(broker)
             if old_view is None or old_view is view:
                 continue
-            if before.incarnations.get(broker) != after.incarnations.get(broker):
+            if was.get(broker) != now.get(broker):
                 continue  # restarted in between: its view began afresh
             for key in _changed(old_view, view):
                 old = old_view.get(key)
@@ -1405,29 +1406,29 @@ def step_ids(ids: Iterable[str] | None = None) -> list[str]:
 def check(obs: Observation, ids: Iterable[str] | None = None) -> list[Violation]:
     """Every applicable default cluster invariant (or those named) on one observation."""
     found: list[Violation] = []
-    quiescent = obs.quiescent
-    for inv in _with_form(ids, "cluster_check"):
-        if not quiescent and inv.when == "quiescent":
-            continue
+    for inv in _with_form(ids, "cluster_check", obs.quiescent):
         shown = inv.cluster_check(obs)  # type: ignore[misc]
         if shown:
             found.extend(shown)
     return found
 
 
-def _with_form(ids: Iterable[str] | None, form: str) -> tuple[Invariant, ...]:
+def _with_form(ids: Iterable[str] | None, form: str, quiescent: bool = True) -> tuple[Invariant, ...]:
     """The invariants named (or every default one) that have ``form`` (an :class:`Invariant`
-    field: ``cluster_check``, ``action_check``), worked out once per set of ids and form: the
-    model checker asks on every transition."""
-    key = (form, None if ids is None else tuple(ids))
+    field: ``cluster_check``, ``action_check``) and apply (those checked ``when="quiescent"``
+    only where ``quiescent``), worked out once per set of ids, form and quiescence: the model
+    checker asks on every transition."""
+    key = (form, None if ids is None else tuple(ids), quiescent)
     known = _FORMS.get(key)
     if known is None or known[0] != _REVISION[0]:
-        chosen = tuple(inv for inv in _chosen(key[1]) if getattr(inv, form) is not None)
+        chosen = tuple(
+            inv for inv in _chosen(key[1]) if getattr(inv, form) is not None and (quiescent or inv.when != "quiescent")
+        )
         known = _FORMS[key] = (_REVISION[0], chosen)
     return known[1]
 
 
-_FORMS: dict[tuple[str, tuple[str, ...] | None], tuple[int, tuple[Invariant, ...]]] = {}
+_FORMS: dict[tuple[str, tuple[str, ...] | None, bool], tuple[int, tuple[Invariant, ...]]] = {}
 """What :func:`_with_form` worked out, with the catalogue's revision it read."""
 
 
