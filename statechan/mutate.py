@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import enum
 import itertools
-import os
 import tempfile
 import time
 import tomllib
@@ -28,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from statechan.model import BrokerCheck, ModelError, builtin_model_files, parse_model, read_text_file
+from statechan.model import ModelError, builtin_model_files, parse_model, read_text_file
 
 CLASSES = ("in_flight", "active", "stable", "terminal", "semi_terminal")
 """The state classes a model declares (the monitor, the invariants and settledness read them)."""
@@ -143,7 +142,6 @@ def mutants(data: Mapping[str, Any]) -> Iterator[Mutant]:
     """Every mutant of a model's data, in a fixed order."""
     storages: list[str] = list(data.get("storages", ["SystemTopic"]))
     edges: list[dict[str, Any]] = list(data.get("transitions", []))
-    name = f"{data.get('name', 'model')}"
 
     def edge_id(edge: Mapping[str, Any]) -> str:
         return f"{edge['from']}->{edge['to']}"
@@ -207,7 +205,6 @@ def mutants(data: Mapping[str, Any]) -> Iterator[Mutant]:
         del changed["overrides"][i]
         _unflow(changed, override["from"], override["to"], forced=True)
         yield Mutant(f"remove-override {edge_id(override)}", MutantKind.REMOVE_OVERRIDE, changed)
-    del name
 
 
 def read_model_data(model: str) -> tuple[dict[str, Any], Path]:
@@ -220,11 +217,10 @@ def read_model_data(model: str) -> tuple[dict[str, Any], Path]:
     else:
         text = read_text_file(model, "model file")
         origin = Path(model)
-    parsed = parse_model(text, str(origin))  # validates, and resolves variant_of
+    parse_model(text, str(origin))  # validates (and resolves variant_of): a clear error first
     data = tomllib.loads(text)
     if "variant_of" in data:
         raise ModelError(f"{origin}: mutate a whole model, not a variant of {data['variant_of']!r}")
-    del parsed
     return data, origin
 
 
@@ -502,14 +498,8 @@ def _storage_name(store: str) -> str:
     return "MetadataStore" if store == "metadata-store" else "SystemTopic"
 
 
-def workers_default() -> int:
-    """Two at a time, or fewer on a machine with fewer cores."""
-    return max(1, min(2, os.cpu_count() or 1))
-
-
 __all__ = [
     "BATTERY",
-    "BrokerCheck",
     "Mutant",
     "MutantKind",
     "Outcome",

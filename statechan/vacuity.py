@@ -85,10 +85,20 @@ def required_edges(path: tuple[str, ...], initial: str) -> list[Edge]:
     return edges
 
 
+def _taken(coverages: Iterable[Coverage]) -> set[Edge]:
+    """The edges some coverage counted at least once."""
+    return {edge for coverage in coverages for edge, counts in coverage.items() if sum(counts.values())}
+
+
+def _declared(model: ProtocolModel, storage: StorageType) -> set[Edge]:
+    """The edges of ``storage``'s table and the overrides, by state name."""
+    return {(a.name, b.name) for a, b in model.edges(storage)} | {(o.src, o.dst) for o in model.spec.overrides}
+
+
 def unreached_flows(model: ProtocolModel, coverage: Coverage, demanded: Mapping[str, str]) -> list[Unreached]:
     """The demanded flows none of whose paths the coverage walked. A demanded flow the model does
     not declare is reported too: the bound asks for it, and the protocol has no way to do it."""
-    taken = {edge for edge, counts in coverage.items() if sum(counts.values())}
+    taken = _taken([coverage])
     found = []
     declared = {flow.name: flow for flow in model.spec.flows}
     for name, why in demanded.items():
@@ -108,30 +118,22 @@ def unreached_flows(model: ProtocolModel, coverage: Coverage, demanded: Mapping[
 def untaken_edges(model: ProtocolModel, storage: StorageType, coverages: Iterable[Coverage]) -> list[Edge]:
     """The edges ``model`` declares for ``storage`` (its table and its overrides) that none of
     ``coverages`` took and the model does not explain (``unreached`` on the edge)."""
-    taken: set[Edge] = set()
-    for coverage in coverages:
-        taken.update(edge for edge, counts in coverage.items() if sum(counts.values()))
-    declared = {(a.name, b.name) for a, b in model.edges(storage)}
-    declared.update((o.src, o.dst) for o in model.spec.overrides)
-    explained = model.unreached(storage)
-    return sorted(edge for edge in declared if edge not in taken and edge not in explained)
+    taken, explained = _taken(coverages), model.unreached(storage)
+    return sorted(edge for edge in _declared(model, storage) if edge not in taken and edge not in explained)
 
 
 def undeclared_edges(model: ProtocolModel, storage: StorageType, coverages: Iterable[Coverage]) -> list[Edge]:
     """The transitions ``coverages`` took that ``model`` declares neither in ``storage``'s table nor
-    as an override: the table is meant to say everything the protocol does. A tombstone (an edge
-    into the initial state) is taken whatever the table says, and on the metadata store a key's
-    first write skips the table (it must be version 1), so those are judged by the declaration
-    alone: a table that leaves them out is still incomplete. On the metadata store neither is
+    as an override: the table is meant to say everything the protocol does. On the system topic a
+    tombstone (an edge into the initial state) is accepted whatever the table says, so it is judged
+    by the declaration alone. On the metadata store no edge out of or into the initial state is
     judged: a key's first write skips the table (it must be version 1), and a tombstone is the
     node's deletion, which no table sees."""
-    taken: set[Edge] = set()
-    for coverage in coverages:
-        taken.update(edge for edge, counts in coverage.items() if sum(counts.values()))
-    declared = {(a.name, b.name) for a, b in model.edges(storage)}
-    declared.update((o.src, o.dst) for o in model.spec.overrides)
+    declared = _declared(model, storage)
     store = storage is StorageType.MetadataStore
-    return sorted(edge for edge in taken if edge not in declared and not (store and model.spec.initial in edge))
+    return sorted(
+        edge for edge in _taken(coverages) if edge not in declared and not (store and model.spec.initial in edge)
+    )
 
 
 EVENTS_DEMANDING = {"transfer": 5, "unload": 5, "split": 3}
