@@ -23,7 +23,7 @@ demo: $(STAMP) java
 	$(PY) -m statechan demo
 
 test: $(STAMP) java zookeeper
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto
 	$(PY) -m mypy
 	$(PY) -m ruff check statechan tests properties conftest.py
 	$(PY) -m statechan graph --check-docs docs

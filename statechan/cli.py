@@ -45,8 +45,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 # Piped output (make demo, CI logs) gets a fixed, readable width instead of rich's 80 columns.
-console = Console(width=None if sys.stdout.isatty() else 132)
-err = Console(stderr=True)
+# soft_wrap: a message naming a path or a key is never broken across lines (tables still fit the width)
+console = Console(width=None if sys.stdout.isatty() else 132, soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
 VARIANT_HELP = "current, or a historical bug put back, by PR: " + ", ".join(
     v for v in sorted(VARIANTS) if v != "current"
 )

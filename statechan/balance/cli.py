@@ -20,8 +20,8 @@ app = typer.Typer(
     help="The load-balance lab: Pulsar's shedders and placements on a simulated cluster.",
     no_args_is_help=False,
 )
-console = Console(width=None if sys.stdout.isatty() else 132)  # as statechan.cli: piped output gets a fixed width
-err = Console(stderr=True)
+console = Console(width=None if sys.stdout.isatty() else 132, soft_wrap=True)  # as statechan.cli
+err = Console(stderr=True, soft_wrap=True)
 
 
 class Engine(enum.Enum):
