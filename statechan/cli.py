@@ -347,6 +347,14 @@ def simulate_command(
     unloads: Annotated[float, _number("Admin unloads per hour.", 0, RATE_MAX, RATE_WHY)] = 20.0,
     splits: Annotated[float, _number("Bundle splits per hour.", 0, RATE_MAX, RATE_WHY)] = 2.0,
     lookups: Annotated[float, _number("Client lookups per hour.", 0, RATE_MAX, RATE_WHY)] = 3600.0,
+    topic_policies: Annotated[
+        bool,
+        typer.Option(
+            "--topic-policies/--no-topic-policies",
+            help="Topic-level policies enabled, so the channel topic compacts at 5 MiB (Pulsar's usual case); "
+            "without them nothing compacts it.",
+        ),
+    ] = True,
     check: Annotated[bool, typer.Option("--check/--no-check", help="Check the invariant catalogue.")] = True,
     check_every: Annotated[
         int, _number("Check every N steps (1 = every step).", 1, 1_000_000_000, "a billion steps: never")
@@ -384,6 +392,7 @@ def simulate_command(
         store=StoreKind(store.value),
         variant=VARIANTS[variant],
         trace_views=trace is not None,
+        topic_policies=topic_policies,
     )
     workload = Workload(
         crashes_per_hour=crashes,

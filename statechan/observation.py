@@ -28,6 +28,10 @@ class LookupAnswer:
     redirect: bool = False
     """An in-flight bundle's destination, given at once without the active-owner check (Pulsar
     redirects clients early so the source never blocks); not an ownership answer."""
+    unchecked: bool = False
+    """Answered by a disabled channel (a broker shutting down gracefully, #24770): the stored owner
+    with no liveness check, by design, so a client is sent on rather than refused while the
+    broker's bundles move away; the exception lookup-answers-live-owner makes."""
 
 
 @dataclass(frozen=True)

@@ -179,6 +179,14 @@ class SyncStore(Action):
     kind: ClassVar[str] = "sync-store"
 
 
+@dataclass(frozen=True, order=True)
+class SyncReconcile(Action):
+    """The syncer's periodic reconcile runs (master, #25946): it copies the items the destination
+    lacks and deletes its leftovers from before the syncer started."""
+
+    kind: ClassVar[str] = "sync-reconcile"
+
+
 ACTION_TYPES: dict[str, type[Action]] = {
     cls.kind: cls
     for cls in (
@@ -200,6 +208,7 @@ ACTION_TYPES: dict[str, type[Action]] = {
         Resign,
         SyncTopic,
         SyncStore,
+        SyncReconcile,
     )
 }
 

@@ -279,13 +279,26 @@ class SimConfig(BaseModel):
     channel: ChannelConfig = Field(default_factory=ChannelConfig)
     variant: Variant = Field(default_factory=Variant)
     trace_views: bool = Field(True, description="record each broker's view changes in the trace")
-    compaction_threshold: int = Field(5 * 1024 * 1024, ge=0)
+    compaction_threshold: int = Field(
+        5 * 1024 * 1024, ge=0, description="the channel topic's compaction threshold as a topic policy (bytes)"
+    )
+    topic_policies: bool = Field(
+        True,
+        description="topic-level policies enabled (Pulsar's topicLevelPoliciesEnabled, the usual case): only then "
+        "does the channel topic get its compaction threshold; without them the broker default "
+        "brokerServiceCompactionThresholdInBytes, 0, applies and nothing compacts the channel",
+    )
     timely_delivery_ms: int | None = Field(
         None,
         ge=0,
         description="a timing assumption: no timer fires more than this long after work (a delivery, "
         "a notification, a task) became waiting; None lets timers race any backlog",
     )
+
+    @property
+    def channel_compaction_threshold(self) -> int:
+        """The threshold the channel topic gets (master sets it as a topic policy, so only with them)."""
+        return self.compaction_threshold if self.topic_policies else 0
 
     @property
     def storage(self) -> StorageType:

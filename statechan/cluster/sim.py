@@ -36,6 +36,7 @@ from statechan.cluster.actions import (
     RunTask,
     Shutdown,
     Split,
+    SyncReconcile,
     SyncStore,
     SyncTopic,
     Tick,
@@ -106,6 +107,11 @@ class ChannelState(enum.Enum):
     Constructed = 1
     Started = 3
     Disabled = 4
+
+
+_LOOKUP_CHANNELS = frozenset({ChannelState.Started, ChannelState.Disabled})
+"""Channels that answer lookups: a started one, and on master a disabled one (#24770); a closed or
+constructed channel refuses them first."""
 
 
 class MetadataState(enum.Enum):
@@ -538,6 +544,8 @@ class Broker:
         """Pulsar's getOwnerAsync; an unowned bundle is assigned (returns None while deferred)."""
         data = self.value(key)
         state = S.Init if data is None else data.state
+        if self.channel is ChannelState.Disabled:
+            return self._disabled_lookup(key, data)
         if state in (S.Owned, S.Splitting):
             owner = data.dst_broker if state is S.Owned else data.source_broker  # type: ignore[union-attr]
             if self.cluster.config.variant.lookup_skips_owner_check:
@@ -575,6 +583,22 @@ class Broker:
             self._defer(key)  # #20677: deferred as the view is read, so the next event answers it
         return None
 
+    def _disabled_lookup(self, key: str, data: ServiceUnitStateData | None) -> LookupAnswer | None:
+        """Master's lookup on a disabled channel (#24770; a broker shutting down gracefully): the
+        stored owner of an Owned or Splitting bundle with no liveness check; an in-flight bundle's
+        destination, or a deferral when that is this broker; nothing for any other state (no
+        assignment: a disabled channel publishes nothing)."""
+        state = S.Init if data is None else data.state
+        if data is not None and state in (S.Owned, S.Splitting):
+            owner = data.dst_broker if state is S.Owned else data.source_broker
+            return self._answer(key, owner, None, unchecked=True)
+        if data is not None and state in (S.Assigning, S.Releasing):
+            if data.dst_broker == self.id:
+                self._defer(key)
+                return None
+            return self._answer(key, data.dst_broker, None, redirect=True)
+        return self._answer(key, None, None)
+
     def _publish_assign(self, key: str, selected: str) -> None:
         if (
             key not in self.cluster.live_bundle_keys()
@@ -610,7 +634,13 @@ class Broker:
             self.cluster.schedule("lookup-timeout", self, deadline - self.cluster.clock.now_ms(), key)
 
     def _answer(
-        self, key: str, owner: str | None, error: str | None, deferred: bool = False, redirect: bool = False
+        self,
+        key: str,
+        owner: str | None,
+        error: str | None,
+        deferred: bool = False,
+        redirect: bool = False,
+        unchecked: bool = False,
     ) -> LookupAnswer:
         answer = LookupAnswer(
             self.cluster.clock.now_ms(),
@@ -621,6 +651,7 @@ class Broker:
             owner is not None and self.cluster.registered(owner),
             deferred,
             redirect,
+            unchecked,
         )
         self.cluster.answers.append(answer)
         return answer
@@ -1118,7 +1149,7 @@ class Cluster:
         self.storage = cfg.storage
         self.model.rules(self.storage)  # fails early if the model has no table for the store
         self.topic = Topic(clock=self.clock)
-        self.topic.compaction_threshold = cfg.compaction_threshold
+        self.topic.compaction_threshold = cfg.channel_compaction_threshold
         self.store: Store = MetadataStore(self.clock) if make_store is None else make_store(self.clock)
         self.placement = make_placement(cfg.placement)
         self.loads: dict[str, BrokerLoad] = {}
@@ -1341,9 +1372,9 @@ class Cluster:
                     actions.append(Notify(broker_id))
                 if broker.tasks:
                     actions.append(RunTask(broker_id))
+                if lookups and broker.channel in _LOOKUP_CHANNELS:
+                    actions.extend(Lookup(broker_id, key) for key in keys)
                 if broker.channel is ChannelState.Started:
-                    if lookups:
-                        actions.extend(Lookup(broker_id, key) for key in keys)
                     for key in keys if unloads or transfers or splits else ():
                         data = broker.value(key)
                         if data is not None and data.state is S.Owned and data.dst_broker:
@@ -1390,7 +1421,23 @@ class Cluster:
                 actions.append(SyncTopic())
             if self.syncer.client.pending:
                 actions.append(SyncStore())
+            if self._reconcile_due():
+                actions.append(SyncReconcile())
         return actions
+
+    def _reconcile_due(self) -> bool:
+        """Whether the syncer's periodic reconcile has something to do. It runs once the syncer
+        has read what is waiting (the model leaves out its races with the syncer's own reads), as
+        work the timely-delivery bound covers: Pulsar runs it every 5 s, the bound is 1 s."""
+        syncer = self.syncer
+        return (
+            syncer is not None
+            and syncer.active
+            and not self.config.variant.syncer_drops_deletions  # before #25946: no reconcile
+            and not syncer.topic_view.pending
+            and not syncer.client.pending
+            and syncer.reconcile_due()
+        )
 
     def place(self, candidates: Sequence[str]) -> str | None:
         """Placement's choice among ``candidates`` (the seeded generator's, or the caller's picks)."""
@@ -1460,7 +1507,10 @@ class Cluster:
             if self._broker(action.broker).run_task() is None:
                 raise ValueError(f"{action.describe()}: no task queued")
         elif isinstance(action, Lookup):
-            self._started(action.broker).lookup(action.bundle)
+            broker = self._broker(action.broker)
+            if broker.channel not in _LOOKUP_CHANNELS:
+                raise ValueError(f"{action.describe()}: channel is {broker.channel.name}: lookups are refused")
+            broker.lookup(action.bundle)
         elif isinstance(action, Unload | Transfer):
             broker = self._started(action.broker)
             data = broker.value(action.bundle)
@@ -1526,6 +1576,10 @@ class Cluster:
         elif isinstance(action, SyncStore):
             if self.syncer is None or not self.syncer.step_store():
                 raise ValueError("sync-store: nothing queued")
+        elif isinstance(action, SyncReconcile):
+            if self.syncer is None or not self._reconcile_due():
+                raise ValueError("sync-reconcile: nothing to reconcile")
+            self.syncer.reconcile_periodic()
         else:
             raise ValueError(f"unknown action {action!r}")
 
@@ -1742,7 +1796,7 @@ class Cluster:
                 if (reader is not None and reader.has_next()) or broker.client.pending or broker.tasks:
                     return False
         syncer = self.syncer
-        return syncer is None or not (syncer.topic_view.pending or syncer.client.pending)
+        return syncer is None or not (syncer.topic_view.pending or syncer.client.pending or self._reconcile_due())
 
     def _work_actions(self) -> list[Action]:
         return list(self._work())
@@ -1764,6 +1818,8 @@ class Cluster:
                 yield SyncTopic()
             if syncer.client.pending:
                 yield SyncStore()
+            if self._reconcile_due():
+                yield SyncReconcile()
 
     def drain(self, limit: int = 1_000_000) -> int:
         """Take every waiting delivery, notification, task and syncer step (no time passes).
@@ -1808,6 +1864,8 @@ class Cluster:
                     action = SyncTopic()
                 elif syncer is not None and syncer.client.pending:
                     action = SyncStore()
+                elif self._reconcile_due():
+                    action = SyncReconcile()
                 else:
                     action = next((RunTask(b.id) for b in brokers if b.alive and b.tasks), None)
                     if action is None:

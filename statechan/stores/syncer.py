@@ -1,9 +1,12 @@
 """The PIP-378 syncer (``ServiceUnitStateTableViewSyncer``): copies the channel between the system
 topic and the metadata store while a cluster migrates, then mirrors changes both ways.
 
-Two upstream defects are fixed here rather than copied (each can be switched back on to
-reproduce #25946): a deletion is forwarded as a delete, not ``put(key, null)``; and a forward the
-destination refuses is remembered and repaired by :meth:`TableViewSyncer.reconcile`, not dropped.
+As on Pulsar's master since #25946 (each can be switched back off to reproduce the bug): a
+deletion is forwarded as a delete, not ``put(key, null)``; a forward the destination refuses is
+remembered, not dropped; and a periodic reconcile (:meth:`TableViewSyncer.reconcile_periodic`,
+every 5 s upstream) copies the items the destination is missing and deletes its leftovers from
+before the syncer started. :meth:`TableViewSyncer.reconcile` is a stronger repair of our own
+(the destination made equal to the source), for operators and tests.
 """
 
 from __future__ import annotations
@@ -246,6 +249,42 @@ class TableViewSyncer:
         self.store_view._refresh(key)
         if self._store_echoes[(key, value)]:
             self._store_echoes[(key, value)] -= 1
+
+    def _reconcile_plan(self) -> tuple[list[tuple[str, ServiceUnitStateData]], list[str]]:
+        """What master's periodic reconcile does now: the source's items the destination lacks,
+        and the destination-only keys whose value is older than the syncer's start."""
+        source_is_topic = self.mode is SyncerMode.SystemTopicToMetadataStore
+        source, destination = (
+            (self.topic_view.data(), self.store_view.data())
+            if source_is_topic
+            else (self.store_view.data(), self.topic_view.data())
+        )
+        started = self.started_at or 0
+        missing = [(key, value) for key, value in source.items() if key not in destination]
+        stale = [key for key, value in destination.items() if key not in source and value.timestamp < started]
+        return sorted(missing), sorted(stale)
+
+    def reconcile_due(self) -> bool:
+        """Whether :meth:`reconcile_periodic` would change anything now."""
+        missing, stale = self._reconcile_plan()
+        return bool(missing or stale)
+
+    def reconcile_periodic(self) -> ReconcileReport:
+        """Master's periodic reconcile (#25946): copy the items the destination is missing
+        (straight to the store when the destination is the metadata store, past the resolver, as
+        the initial copy does) and delete the destination-only items older than the syncer's
+        start. A destination value that differs from the source's is not its business."""
+        report = ReconcileReport()
+        to_topic = self.mode is SyncerMode.MetadataStoreToSystemTopic
+        missing, stale = self._reconcile_plan()
+        for key, value in missing:
+            self._write(key, value, to_topic)
+            report.copied.append(key)
+        for key in stale:
+            self._write(key, None, to_topic)
+            report.deleted.append(key)
+        self.unsynced.difference_update(report.copied + report.deleted)
+        return report
 
     def in_sync(self) -> bool:
         return not self.differences()

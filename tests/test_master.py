@@ -1,0 +1,198 @@
+"""The model follows Pulsar's master where it moved on since the reference (spec section 9):
+lookups on a disabled channel (#24770), the channel topic's compaction threshold only with
+topic-level policies, and the syncer's periodic reconcile (#25946)."""
+
+from __future__ import annotations
+
+import pytest
+
+from statechan import ServiceUnitState, ServiceUnitStateData
+from statechan.clock import ManualClock
+from statechan.cluster import (
+    Cluster,
+    Compact,
+    Lookup,
+    SimConfig,
+    StoreKind,
+    SyncReconcile,
+    SyncStore,
+    SyncTopic,
+)
+from statechan.cluster.actions import Shutdown
+from statechan.cluster.sim import ChannelState
+from statechan.invariants.catalogue import check
+from statechan.observation import LookupAnswer, Observation
+from statechan.stores import MetadataStore, SyncerMode, TableViewSyncer, Topic
+from statechan.stores.tableview import path_of
+from statechan.stores.topic import COMPACTION_THRESHOLD
+
+S = ServiceUnitState
+B1, B2, B3 = "broker-1:8080", "broker-2:8080", "broker-3:8080"
+STORES = [StoreKind.system_topic, StoreKind.metadata_store]
+
+
+def assigned(store: StoreKind) -> tuple[Cluster, str, str]:
+    """A three-broker cluster with its first bundle assigned: (cluster, key, owner)."""
+    c = Cluster(SimConfig(brokers=3, store=store))
+    key = sorted(c.live_bundle_keys())[0]
+    c.step(Lookup(B1, key))
+    c.drain()
+    data = c.brokers[B1].value(key)
+    assert data is not None
+    assert data.state is S.Owned
+    assert data.dst_broker
+    return c, key, data.dst_broker
+
+
+# -- #24770: a disabled channel still answers lookups -------------------------------------------------
+@pytest.mark.parametrize("store", STORES)
+def test_a_shutting_down_owner_answers_itself_without_the_liveness_check(store: StoreKind) -> None:
+    c, key, owner = assigned(store)
+    c.step(Shutdown(owner))
+    broker = c.brokers[owner]
+    assert broker.channel is ChannelState.Disabled
+    assert broker.value(key) is not None  # its clean-up's override is not read back yet
+    assert Lookup(owner, key) in c.enabled_actions()
+    before = len(c.answers)
+    c.step(Lookup(owner, key))
+    answer = c.answers[before]
+    assert (answer.owner, answer.unchecked, answer.owner_registered) == (owner, True, False)
+    # by design (#24770), so the safety invariant makes the exception; a started channel would defer
+    assert "lookup-answers-live-owner" not in {v.invariant for v in check(c.observe())}
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_a_disabled_channel_answers_nothing_for_an_unowned_bundle_and_assigns_nothing(store: StoreKind) -> None:
+    c = Cluster(SimConfig(brokers=2, store=store))
+    key = sorted(c.live_bundle_keys())[0]
+    c.step(Shutdown(B2))
+    before = len(c.answers)
+    c.step(Lookup(B2, key))
+    assert c.answers[before].owner is None
+    assert c.answers[before].error is None
+    assert not c.brokers[B2].tasks  # a started channel would queue an assignment
+
+
+def test_a_closed_channel_refuses_lookups() -> None:
+    c = Cluster(SimConfig(brokers=2))
+    key = sorted(c.live_bundle_keys())[0]
+    c.brokers[B2].channel = ChannelState.Closed
+    assert Lookup(B2, key) not in c.enabled_actions()
+    with pytest.raises(ValueError, match="lookups are refused"):
+        c.step(Lookup(B2, key))
+
+
+def test_lookup_answers_live_owner_exempts_only_a_disabled_channel_s_answer() -> None:
+    c = Cluster(SimConfig(brokers=2))
+    obs = c.observe()
+    stale = LookupAnswer(0, B1, "k", B2, None, owner_registered=False, deferred=False)
+    flagged = Observation.from_dict({**obs.__dict__, "answers": (stale,)})
+    assert [v.invariant for v in check(flagged, ["lookup-answers-live-owner"])] == ["lookup-answers-live-owner"]
+    unchecked = LookupAnswer(0, B1, "k", B2, None, owner_registered=False, deferred=False, unchecked=True)
+    exempt = Observation.from_dict({**obs.__dict__, "answers": (unchecked,)})
+    assert check(exempt, ["lookup-answers-live-owner"]) == []
+
+
+# -- the compaction threshold is a topic policy -------------------------------------------------------
+def test_the_channel_topic_compacts_only_with_topic_level_policies() -> None:
+    with_policies = Cluster(SimConfig(brokers=2))
+    assert with_policies.topic.compaction_threshold == COMPACTION_THRESHOLD
+    without = Cluster(SimConfig(brokers=2, topic_policies=False))
+    assert without.topic.compaction_threshold == 0
+    key = sorted(without.live_bundle_keys())[0]
+    for c in (with_policies, without):
+        c.step(Lookup(B1, key))
+        c.drain()
+    assert Compact() in with_policies.enabled_actions()
+    assert Compact() not in without.enabled_actions()
+
+
+# -- the syncer's periodic reconcile --------------------------------------------------------------------
+def _syncer(mode: SyncerMode) -> tuple[TableViewSyncer, Topic, MetadataStore, ManualClock]:
+    clock = ManualClock(1_000)
+    topic, store = Topic(clock=clock), MetadataStore(clock)
+    syncer = TableViewSyncer(topic, store, mode, clock)
+    syncer.start()
+    return syncer, topic, store, clock
+
+
+def test_reconcile_copies_an_item_the_store_refused() -> None:
+    # a key's first record at version 2 (a writer that held an older lifetime): the topic's readers take
+    # any version of a new key, the store only version 1
+    syncer, topic, _, _ = _syncer(SyncerMode.SystemTopicToMetadataStore)
+    topic.publish("ns/a", ServiceUnitStateData(state=S.Owned, dst_broker=B1, version_id=2))
+    syncer.drain()
+    assert syncer.topic_view.get("ns/a") is not None
+    assert syncer.store_view.get("ns/a") is None
+    assert syncer.reconcile_due()
+    report = syncer.reconcile_periodic()
+    syncer.drain()
+    assert (report.copied, report.deleted) == (["ns/a"], [])
+    assert syncer.store_view.get("ns/a") == syncer.topic_view.get("ns/a")  # straight to the store
+    assert not syncer.reconcile_due()
+    assert not syncer.differences()
+
+
+def test_reconcile_deletes_only_the_destination_s_leftovers_from_before_its_start() -> None:
+    # the topic is the destination: topic-only keys the store refused (version 2 first), one older than
+    # the syncer's start, one newer
+    syncer, topic, _, clock = _syncer(SyncerMode.MetadataStoreToSystemTopic)
+    old = ServiceUnitStateData(state=S.Owned, dst_broker=B1, version_id=2, timestamp=clock.now_ms() - 1)
+    young = ServiceUnitStateData(state=S.Owned, dst_broker=B2, version_id=2, timestamp=clock.now_ms() + 1)
+    topic.publish("ns/old", old)
+    topic.publish("ns/young", young)
+    syncer.drain()
+    assert syncer.store_view.get("ns/old") is None
+    assert syncer.store_view.get("ns/young") is None
+    report = syncer.reconcile_periodic()
+    syncer.drain()
+    assert (report.copied, report.deleted) == ([], ["ns/old"])
+    assert syncer.topic_view.get("ns/old") is None
+    assert syncer.topic_view.get("ns/young") == young  # newer than the start: not its business
+    assert not syncer.reconcile_due()
+
+
+def test_a_differing_value_is_not_reconciled() -> None:
+    syncer, topic, store, _ = _syncer(SyncerMode.SystemTopicToMetadataStore)
+    topic.publish("ns/a", ServiceUnitStateData(state=S.Assigning, dst_broker=B1, version_id=1))
+    syncer.drain()
+    stale = ServiceUnitStateData(state=S.Assigning, dst_broker=B1, version_id=1)
+    topic.publish("ns/a", ServiceUnitStateData(state=S.Owned, dst_broker=B1, version_id=2))
+    store.connect("admin").put(path_of("ns/a"), stale.model_copy(update={"version_id": 9}).to_json().encode(), None)
+    syncer.drain()
+    assert syncer.differences()
+    assert not syncer.reconcile_due()
+
+
+def _refused_by_the_store(variant: str = "current") -> tuple[Cluster, str]:
+    """A cluster with the syncer whose topic holds a key's first record at version 2, which the
+    store refuses (it takes only version 1 for a new key): the syncer's forward fails."""
+    from statechan.cluster.config import VARIANTS
+
+    c = Cluster(SimConfig(brokers=2, store=StoreKind.both, variant=VARIANTS[variant]))
+    key = sorted(c.live_bundle_keys())[0]
+    c.topic.publish(key, ServiceUnitStateData(state=S.Owned, dst_broker=B1, version_id=2))
+    while SyncTopic() in c.enabled_actions() or SyncStore() in c.enabled_actions():
+        c.step(SyncTopic() if SyncTopic() in c.enabled_actions() else SyncStore())
+    assert c.syncer is not None
+    assert c.syncer.differences() == {key: (c.syncer.topic_view.get(key), None)}
+    return c, key
+
+
+def test_the_cluster_runs_the_reconcile_as_waiting_work_and_settles_equal() -> None:
+    c, _key = _refused_by_the_store()
+    assert SyncReconcile() in c.enabled_actions()
+    assert not c.quiescent()  # waiting work: the liveness check and the timely bound see it
+    c.drain()
+    assert c.quiescent()
+    assert c.syncer is not None
+    assert not c.syncer.differences()
+    assert [a.kind for a in c.history].count("sync-reconcile") == 1
+    assert check(c.observe(), ["syncer-equivalence"]) == []
+
+
+def test_before_25946_there_is_no_reconcile() -> None:
+    c, _ = _refused_by_the_store("25946")
+    assert SyncReconcile() not in c.enabled_actions()
+    c.drain()
+    assert [v.invariant for v in check(c.observe(), ["syncer-equivalence"])] == ["syncer-equivalence"]
