@@ -67,7 +67,7 @@ from statechan.model import load_model
 from statechan.observation import Observation
 from statechan.states import IN_FLIGHT, ServiceUnitState, StorageType
 from statechan.stores.metadata import NodeEvent, SessionEvent
-from statechan.vacuity import Unreached, demanded_flows, unreached_flows
+from statechan.vacuity import FORCED, Unreached, demanded_flows, unreached_flows
 from statechan.values import ServiceUnitStateData
 
 ADMIN_KINDS = ("transfer", "split", "unload")
@@ -351,6 +351,8 @@ class CheckResult:
     lasso: int = -1
     """On a liveness failure: the index in ``path`` where the repeating part begins."""
     coverage: dict[tuple[str, str], Counter[str]] = field(default_factory=dict)
+    """How often each (from, to) was taken, by action kind (``forced `` and the kind for a forced
+    record: an override, not the table's edge)."""
     nodes: list[Node] = field(default_factory=list)
     """The explored graph, with ``keep_graph``: for :func:`graph_text`."""
     por: bool = False
@@ -430,26 +432,37 @@ def _differ(old: ServiceUnitStateData | None, new: ServiceUnitStateData | None) 
     )
 
 
+_Pair = tuple[str, str, bool]
+"""A transition a step took: (from, to, whether the record was forced: an override, which skips
+the table, so the coverage counts it apart from the table's edges)."""
+
+
 def _channel_transitions(
     before: Mapping[str, ServiceUnitStateData], after: Mapping[str, ServiceUnitStateData]
-) -> list[tuple[str, str]]:
-    """The (from, to) pairs of the keys whose settled value a step changed (a deleted key is Init)."""
+) -> list[_Pair]:
+    """The transitions of the keys whose settled value a step changed (a deleted key is Init)."""
     if before is after:
         return []
     pairs = []
     for key in sorted(before.keys() | after.keys()):
         old, new = before.get(key), after.get(key)
         if _differ(old, new):
-            pairs.append(("Init" if old is None else old.state._name_, "Init" if new is None else new.state._name_))
+            pairs.append(
+                (
+                    "Init" if old is None else old.state._name_,
+                    "Init" if new is None else new.state._name_,
+                    new is not None and new.force,
+                )
+            )
     return pairs
 
 
-def _view_transitions(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _view_transitions(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[_Pair]:
     """The keys a view saw for the first time between two of its snapshots, as (Init, state):
-    after a compaction a reader may first see a key mid-life (the table's compaction-cut edges).
-    Its other changes are either the writers' edges again or a lagging reader's version-gap
-    jumps, which are not edges of the table."""
-    return [("Init", after[key].state._name_) for key in after.keys() - before.keys()]
+    after a compaction a reader may first see a key mid-life (the table's compaction-cut edges:
+    a reader takes any first value, forced or not). Its other changes are either the writers'
+    edges again or a lagging reader's version-gap jumps, which are not edges of the table."""
+    return [("Init", after[key].state._name_, False) for key in after.keys() - before.keys()]
 
 
 def resident_mb() -> float:
@@ -641,11 +654,11 @@ def check(
                     result.refused += 1
                     continue
                 result.transitions += 1
-                for pair in step.pairs:
-                    counts = coverage.get(pair)
+                for src, dst, forced in step.pairs:
+                    counts = coverage.get((src, dst))
                     if counts is None:
-                        counts = coverage[pair] = Counter()
-                    counts[step.action.kind] += 1
+                        counts = coverage[src, dst] = Counter()
+                    counts[FORCED + step.action.kind if forced else step.action.kind] += 1
                 known = ids_of.get(step.key)
                 if known is None:
                     known = len(nodes)
@@ -718,7 +731,7 @@ class _Step:
     action: Action
     picks: tuple[int, ...] = ()
     refused: bool = False
-    pairs: list[tuple[str, str]] = field(default_factory=list)
+    pairs: list[_Pair] = field(default_factory=list)
     key: bytes = b""
     own_checks: bool = False
     """The step gave lookup answers or broke a step invariant: what it broke is the step's own,

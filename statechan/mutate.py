@@ -254,6 +254,11 @@ BATTERY: tuple[Probe, ...] = (
     ),
     Probe("check crash", "check", {"admin": 0, "crashes": 1, "ticks": 3}),
     Probe("check shutdown", "check", {"admin": 0, "shutdowns": 1, "ticks": 3}),
+    Probe(
+        "check one broker, unload, shutdown",
+        "check",
+        {"brokers": 1, "lookups": 2, "admin_kinds": ("unload",), "shutdowns": 1, "ticks": 2},
+    ),
     Probe("check split, crash", "check", {"admin_kinds": ("split",), "crashes": 1, "ticks": 3}),
     Probe("check unload, tombstone", "check", {"admin_kinds": ("unload",), "tombstone_delay_s": 30, "ticks": 3}),
     Probe("check unload, compaction", "check", {"admin_kinds": ("unload",), "compactions": 1}),
@@ -274,6 +279,12 @@ BATTERY: tuple[Probe, ...] = (
     ),
     Probe("check crash", "check", {"admin": 0, "crashes": 1, "ticks": 3}, "metadata-store"),
     Probe("check shutdown", "check", {"admin": 0, "shutdowns": 1, "ticks": 2}, "metadata-store"),
+    Probe(
+        "check one broker, unload, shutdown",
+        "check",
+        {"brokers": 1, "lookups": 2, "admin_kinds": ("unload",), "shutdowns": 1, "ticks": 2},
+        "metadata-store",
+    ),
     Probe(
         "check split, crash (lookup-not-stranded skipped)",
         "check",

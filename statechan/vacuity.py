@@ -33,6 +33,11 @@ if TYPE_CHECKING:
 
 Edge = tuple[str, str]
 Coverage = Mapping[Edge, Counter[str]]
+"""How often each edge was taken, by what took it (an action kind, or a record); a forced record's
+count is under ``FORCED`` and that name: it took an override, which skips the table, so it says
+nothing about the table's edge of the same two states."""
+
+FORCED = "forced "
 
 
 def demanded_flows(bounds: Bounds, storage: StorageType) -> dict[str, str]:
@@ -85,20 +90,31 @@ def required_edges(path: tuple[str, ...], initial: str) -> list[Edge]:
     return edges
 
 
-def _taken(coverages: Iterable[Coverage]) -> set[Edge]:
-    """The edges some coverage counted at least once."""
-    return {edge for coverage in coverages for edge, counts in coverage.items() if sum(counts.values())}
+def _taken(coverages: Iterable[Coverage], forced: bool) -> set[Edge]:
+    """The edges some coverage counted at least once by a forced record (``forced``: the
+    overrides' business) or by an unforced one (the table's)."""
+    return {
+        edge
+        for coverage in coverages
+        for edge, counts in coverage.items()
+        if any(n for by, n in counts.items() if by.startswith(FORCED) is forced)
+    }
 
 
-def _declared(model: ProtocolModel, storage: StorageType) -> set[Edge]:
-    """The edges of ``storage``'s table and the overrides, by state name."""
-    return {(a.name, b.name) for a, b in model.edges(storage)} | {(o.src, o.dst) for o in model.spec.overrides}
+def _table(model: ProtocolModel, storage: StorageType) -> set[Edge]:
+    """The edges of ``storage``'s table, by state name."""
+    return {(a.name, b.name) for a, b in model.edges(storage)}
+
+
+def _overrides(model: ProtocolModel) -> set[Edge]:
+    """The overrides' edges, by state name (forced records: they skip the table)."""
+    return {(o.src, o.dst) for o in model.spec.overrides}
 
 
 def unreached_flows(model: ProtocolModel, coverage: Coverage, demanded: Mapping[str, str]) -> list[Unreached]:
     """The demanded flows none of whose paths the coverage walked. A demanded flow the model does
     not declare is reported too: the bound asks for it, and the protocol has no way to do it."""
-    taken = _taken([coverage])
+    taken = {forced: _taken([coverage], forced) for forced in (False, True)}
     found = []
     declared = {flow.name: flow for flow in model.spec.flows}
     for name, why in demanded.items():
@@ -107,7 +123,7 @@ def unreached_flows(model: ProtocolModel, coverage: Coverage, demanded: Mapping[
             found.append(Unreached(name, why, ()))
             continue
         gaps: list[Sequence[Edge]] = [
-            [e for e in required_edges(p, model.spec.initial) if e not in taken] for p in flow.paths
+            [e for e in required_edges(p, model.spec.initial) if e not in taken[flow.forced]] for p in flow.paths
         ]
         if all(gaps):
             closest = min(gaps, key=len)
@@ -116,24 +132,28 @@ def unreached_flows(model: ProtocolModel, coverage: Coverage, demanded: Mapping[
 
 
 def untaken_edges(model: ProtocolModel, storage: StorageType, coverages: Iterable[Coverage]) -> list[Edge]:
-    """The edges ``model`` declares for ``storage`` (its table and its overrides) that none of
-    ``coverages`` took and the model does not explain (``unreached`` on the edge)."""
-    taken, explained = _taken(coverages), model.unreached(storage)
-    return sorted(edge for edge in _declared(model, storage) if edge not in taken and edge not in explained)
+    """The edges ``model`` declares for ``storage`` that none of ``coverages`` took and the model
+    does not explain (``unreached`` on the edge): a table edge must be taken by an unforced record,
+    an override by a forced one (a forced record skips the table, so it cannot show that the
+    table needs an edge)."""
+    coverages = list(coverages)
+    explained = model.unreached(storage)
+    untaken = (_table(model, storage) - _taken(coverages, False)) | (_overrides(model) - _taken(coverages, True))
+    return sorted(edge for edge in untaken if edge not in explained)
 
 
 def undeclared_edges(model: ProtocolModel, storage: StorageType, coverages: Iterable[Coverage]) -> list[Edge]:
-    """The transitions ``coverages`` took that ``model`` declares neither in ``storage``'s table nor
-    as an override: the table is meant to say everything the protocol does. On the system topic a
+    """The transitions ``coverages`` took that ``model`` does not declare: an unforced record's
+    edge not in ``storage``'s table, a forced record's not among the overrides; the model is meant
+    to say everything the protocol does. On the system topic a
     tombstone (an edge into the initial state) is accepted whatever the table says, so it is judged
     by the declaration alone. On the metadata store no edge out of or into the initial state is
     judged: a key's first write skips the table (it must be version 1), and a tombstone is the
     node's deletion, which no table sees."""
-    declared = _declared(model, storage)
+    coverages = list(coverages)
     store = storage is StorageType.MetadataStore
-    return sorted(
-        edge for edge in _taken(coverages) if edge not in declared and not (store and model.spec.initial in edge)
-    )
+    undeclared = (_taken(coverages, False) - _table(model, storage)) | (_taken(coverages, True) - _overrides(model))
+    return sorted(edge for edge in undeclared if not (store and model.spec.initial in edge))
 
 
 EVENTS_DEMANDING = {"transfer": 5, "unload": 5, "split": 3}
@@ -178,6 +198,6 @@ def trace_coverage(trace: Iterable[Mapping[str, object]], model: ProtocolModel, 
         after, verdict = offer(rules, before, value)
         if verdict.accepted:
             edge = (initial if before is None else before.state.name, initial if value is None else value.state.name)
-            coverage.setdefault(edge, Counter())["record"] += 1
+            coverage.setdefault(edge, Counter())[FORCED + "record" if value is not None and value.force else "record"] += 1
             held[key] = after
     return coverage
