@@ -198,6 +198,7 @@ def trace_coverage(trace: Iterable[Mapping[str, object]], model: ProtocolModel, 
         after, verdict = offer(rules, before, value)
         if verdict.accepted:
             edge = (initial if before is None else before.state.name, initial if value is None else value.state.name)
-            coverage.setdefault(edge, Counter())[FORCED + "record" if value is not None and value.force else "record"] += 1
+            by = FORCED + "record" if value is not None and value.force else "record"
+            coverage.setdefault(edge, Counter())[by] += 1
             held[key] = after
     return coverage

@@ -299,13 +299,15 @@ def test_coverage_counts_a_deleted_key_as_back_to_init() -> None:
         return ServiceUnitStateData(state=state, dst_broker="broker-1:8080", version_id=version, timestamp=1)
 
     same = value(S.Assigning)
-    before = {"a": value(S.Owned), "b": value(S.Deleted), "c": same, "e": value(S.Owned, 2)}
-    after = {"a": value(S.Releasing), "c": same, "d": value(S.Owned), "e": value(S.Owned, 3)}
+    forced = ServiceUnitStateData(state=S.Free, source_broker="broker-1:8080", version_id=2, force=True)
+    before = {"a": value(S.Owned), "b": value(S.Deleted), "c": same, "e": value(S.Owned, 2), "f": value(S.Owned)}
+    after = {"a": value(S.Releasing), "c": same, "d": value(S.Owned), "e": value(S.Owned, 3), "f": forced}
     assert _channel_transitions(before, after) == [
-        ("Owned", "Releasing"),
-        ("Deleted", "Init"),
-        ("Init", "Owned"),
-        ("Owned", "Owned"),
+        ("Owned", "Releasing", False),
+        ("Deleted", "Init", False),
+        ("Init", "Owned", False),
+        ("Owned", "Owned", False),
+        ("Owned", "Free", True),  # an override: the coverage counts it apart from the table's edge
     ]
     assert _channel_transitions(before, before) == []
 
