@@ -11,12 +11,14 @@ from statechan.clock import ManualClock
 from statechan.cluster import (
     Cluster,
     Compact,
+    Deliver,
     Lookup,
     SimConfig,
     StoreKind,
     SyncReconcile,
     SyncStore,
     SyncTopic,
+    Transfer,
 )
 from statechan.cluster.actions import Shutdown
 from statechan.cluster.sim import ChannelState
@@ -51,7 +53,9 @@ def test_a_shutting_down_owner_answers_itself_without_the_liveness_check(store: 
     c.step(Shutdown(owner))
     broker = c.brokers[owner]
     assert broker.channel is ChannelState.Disabled
-    assert broker.value(key) is not None  # its clean-up's override is not read back yet
+    held = broker.value(key)  # its clean-up's override is written, not read back yet
+    assert held is not None
+    assert (held.state, held.dst_broker) == (S.Owned, owner)
     assert Lookup(owner, key) in c.enabled_actions()
     before = len(c.answers)
     c.step(Lookup(owner, key))
@@ -73,12 +77,50 @@ def test_a_disabled_channel_answers_nothing_for_an_unowned_bundle_and_assigns_no
     assert not c.brokers[B2].tasks  # a started channel would queue an assignment
 
 
-def test_a_closed_channel_refuses_lookups() -> None:
+def _in_transfer(destination_shuts_down: bool) -> tuple[Cluster, str, str, str]:
+    """A transfer in flight (Releasing to a destination) that a third broker, or the destination
+    itself, has read before shutting down: (cluster, key, destination, the disabled broker)."""
+    c, key, owner = assigned(StoreKind.system_topic)
+    destination, third = sorted({B1, B2, B3} - {owner})
+    c.step(Transfer(owner, key, destination))
+    disabled = destination if destination_shuts_down else third
+    c.step(Deliver(disabled))
+    held = c.brokers[disabled].value(key)
+    assert held is not None
+    assert (held.state, held.dst_broker) == (S.Releasing, destination)
+    c.step(Shutdown(disabled))
+    return c, key, destination, disabled
+
+
+def test_a_disabled_channel_redirects_to_an_in_flight_bundle_s_destination() -> None:
+    c, key, destination, disabled = _in_transfer(destination_shuts_down=False)
+    before = len(c.answers)
+    c.step(Lookup(disabled, key))
+    answer = c.answers[before]
+    assert (answer.owner, answer.redirect, answer.unchecked) == (destination, True, False)
+
+
+def test_a_disabled_destination_defers_and_its_next_unforced_event_fails_the_lookup() -> None:
+    c, key, destination, _ = _in_transfer(destination_shuts_down=True)
+    before = len(c.answers)
+    c.step(Lookup(destination, key))
+    assert len(c.answers) == before  # deferred, as a started destination would
+    assert key in c.brokers[destination].pending_lookups
+    c.drain()
+    answers = [a for a in c.answers[before:] if a.broker == destination and a.bundle == key]
+    assert [a.deferred for a in answers] == [True]
+    assert key not in c.brokers[destination].pending_lookups
+
+
+def test_a_broker_whose_shutdown_completed_takes_no_lookup() -> None:
     c = Cluster(SimConfig(brokers=2))
     key = sorted(c.live_bundle_keys())[0]
-    c.brokers[B2].channel = ChannelState.Closed
+    c.step(Shutdown(B2))
+    assert Lookup(B2, key) in c.enabled_actions()
+    c.advance(c.config.channel.in_flight_wait_ms * 10)  # the shutdown's wait ends; the channel closes
+    assert c.brokers[B2].channel is ChannelState.Closed
     assert Lookup(B2, key) not in c.enabled_actions()
-    with pytest.raises(ValueError, match="lookups are refused"):
+    with pytest.raises(ValueError, match="not running"):
         c.step(Lookup(B2, key))
 
 
@@ -156,9 +198,9 @@ def test_a_differing_value_is_not_reconciled() -> None:
     syncer, topic, store, _ = _syncer(SyncerMode.SystemTopicToMetadataStore)
     topic.publish("ns/a", ServiceUnitStateData(state=S.Assigning, dst_broker=B1, version_id=1))
     syncer.drain()
-    stale = ServiceUnitStateData(state=S.Assigning, dst_broker=B1, version_id=1)
+    elsewhere = ServiceUnitStateData(state=S.Assigning, dst_broker=B1, version_id=9)
     topic.publish("ns/a", ServiceUnitStateData(state=S.Owned, dst_broker=B1, version_id=2))
-    store.connect("admin").put(path_of("ns/a"), stale.model_copy(update={"version_id": 9}).to_json().encode(), None)
+    store.connect("admin").put(path_of("ns/a"), elsewhere.to_json().encode(), None)
     syncer.drain()
     assert syncer.differences()
     assert not syncer.reconcile_due()

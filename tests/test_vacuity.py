@@ -288,6 +288,20 @@ def test_the_trace_coverage_folds_as_a_reader_does() -> None:
     }
 
 
+def test_a_forced_record_counts_for_the_forced_flows_alone() -> None:
+    model = load_model("pulsar-4")
+    forced = {"state": "Owned", "dstBroker": "b2", "sourceBroker": "b1", "versionId": 3, "force": True}
+    trace: list[dict[str, object]] = [
+        {"kind": "channel", "key": "k", "value": {"state": "Assigning", "dstBroker": "b1", "versionId": 1}},
+        {"kind": "channel", "key": "k", "value": forced},  # the clean-up's override of the orphan
+    ]
+    coverage = trace_coverage(trace, model, StorageType.SystemTopic)
+    assert coverage[("Assigning", "Owned")] == Counter({FORCED + "record": 1})
+    demanded = {"assign": "a lookup", "cleanup": "a crash"}
+    # the override walks the clean-up's path, not the assignment's Assigning -> Owned
+    assert [g.flow for g in unreached_flows(model, coverage, demanded)] == ["assign"]
+
+
 def test_a_flow_the_model_cannot_do_at_all_is_named() -> None:
     model = load_model("pulsar-4-bug-19546")
     assert "compaction-cut" not in [f.name for f in model.spec.flows]

@@ -29,7 +29,7 @@ from statechan.cluster.actions import (
     Wait,
 )
 from statechan.cluster.config import SimConfig
-from statechan.cluster.sim import ChannelState, Cluster
+from statechan.cluster.sim import LOOKUP_CHANNELS, ChannelState, Cluster
 from statechan.observation import Observation
 from statechan.states import ServiceUnitState
 from statechan.stores.metadata import Store
@@ -53,7 +53,12 @@ class Workload(BaseModel):
     leader_changes_per_hour: float = Field(0.2, ge=0)
     restart_after_ms: int = Field(120_000, ge=0, description="a crashed or stopped broker comes back after this")
     reconnect_after_ms: int = Field(10_000, ge=0)
-    compaction_every_ms: int = Field(600_000, ge=0, description="0: only when the threshold says so")
+    compaction_every_ms: int = Field(
+        600_000,
+        ge=0,
+        description="how often the channel topic compacts while its threshold allows (automatic compaction; "
+        "0: never); operators' manual compactions are not modelled",
+    )
     settle_ms: int = Field(2 * HOUR, ge=0, description="fault-free time at the end, for everything to settle")
     assign_all_at_start: bool = True
 
@@ -245,6 +250,11 @@ class Simulation:
             b for b, broker in self.cluster.brokers.items() if broker.alive and broker.channel is ChannelState.Started
         )
 
+    def _answering(self) -> list[str]:
+        """The brokers a client's lookup may reach: started ones, and (#24770) ones shutting down."""
+        brokers = self.cluster.brokers.items()
+        return sorted(b for b, broker in brokers if broker.alive and broker.channel in LOOKUP_CHANNELS)
+
     def _external(self, kind: str, arg: str, faults_over: bool, end: int) -> None:
         cluster, w, rng = self.cluster, self.workload, self.rng
         now = cluster.clock.now_ms()
@@ -262,10 +272,11 @@ class Simulation:
         if kind in rates and not arg and now < end:
             self._schedule_next(kind, rates[kind], now)
         action: Action | None = None
-        if kind == "lookup" and running:
+        answering = self._answering() if kind == "lookup" else []
+        if kind == "lookup" and answering:
             key = arg or rng.choice(cluster.sorted_bundle_keys())
             if key in cluster.live_bundle_keys():
-                action = Lookup(rng.choice(running), key)
+                action = Lookup(rng.choice(answering), key)
         elif kind in ("transfer", "unload", "split") and running and not faults_over:
             broker = cluster.brokers[rng.choice(running)]
             keys = cluster.sorted_bundle_keys()

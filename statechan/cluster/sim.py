@@ -109,7 +109,7 @@ class ChannelState(enum.Enum):
     Disabled = 4
 
 
-_LOOKUP_CHANNELS = frozenset({ChannelState.Started, ChannelState.Disabled})
+LOOKUP_CHANNELS = frozenset({ChannelState.Started, ChannelState.Disabled})
 """Channels that answer lookups: a started one, and on master a disabled one (#24770); a closed or
 constructed channel refuses them first."""
 
@@ -1372,7 +1372,7 @@ class Cluster:
                     actions.append(Notify(broker_id))
                 if broker.tasks:
                     actions.append(RunTask(broker_id))
-                if lookups and broker.channel in _LOOKUP_CHANNELS:
+                if lookups and broker.channel in LOOKUP_CHANNELS:
                     actions.extend(Lookup(broker_id, key) for key in keys)
                 if broker.channel is ChannelState.Started:
                     for key in keys if unloads or transfers or splits else ():
@@ -1508,7 +1508,7 @@ class Cluster:
                 raise ValueError(f"{action.describe()}: no task queued")
         elif isinstance(action, Lookup):
             broker = self._broker(action.broker)
-            if broker.channel not in _LOOKUP_CHANNELS:
+            if broker.channel not in LOOKUP_CHANNELS:
                 raise ValueError(f"{action.describe()}: channel is {broker.channel.name}: lookups are refused")
             broker.lookup(action.bundle)
         elif isinstance(action, Unload | Transfer):
@@ -1549,6 +1549,8 @@ class Cluster:
                 raise ValueError(f"{action.describe()}: time only moves forward")
             self.clock.advance(action.ms)
         elif isinstance(action, Compact):
+            if self.storage is not StorageType.SystemTopic or not self.topic.compaction_enabled:
+                raise ValueError(f"{action.describe()}: the channel topic does not compact (its threshold is 0)")
             self.topic.compact(model=self.model, keep_tombstones=self.config.variant.compaction_keeps_tombstones)
         elif isinstance(action, Crash):
             self._crash(self._broker(action.broker))

@@ -399,6 +399,8 @@ def _syncer(cap: _Capture, syncer: TableViewSyncer | None) -> Value | None:
         tuple(sorted(syncer.unsynced)),
         echoes(syncer._topic_echoes),
         echoes(syncer._store_echoes),
+        # an age, capped: enough while the cluster starts its syncer before any write (every value is
+        # newer than the start, which is all the periodic reconcile asks of it)
         cap.age(syncer.started_at),
         syncer.active,
         syncer._saved_threshold,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -250,24 +251,29 @@ class TableViewSyncer:
         if self._store_echoes[(key, value)]:
             self._store_echoes[(key, value)] -= 1
 
+    def _sides(self) -> tuple[Mapping[str, ServiceUnitStateData], Mapping[str, ServiceUnitStateData]]:
+        """The source's and the destination's views (their maps, not copies)."""
+        if self.mode is SyncerMode.SystemTopicToMetadataStore:
+            return self.topic_view.data(), self.store_view.data()
+        return self.store_view.data(), self.topic_view.data()
+
     def _reconcile_plan(self) -> tuple[list[tuple[str, ServiceUnitStateData]], list[str]]:
         """What master's periodic reconcile does now: the source's items the destination lacks,
         and the destination-only keys whose value is older than the syncer's start."""
-        source_is_topic = self.mode is SyncerMode.SystemTopicToMetadataStore
-        source, destination = (
-            (self.topic_view.data(), self.store_view.data())
-            if source_is_topic
-            else (self.store_view.data(), self.topic_view.data())
-        )
+        source, destination = self._sides()
         started = self.started_at or 0
         missing = [(key, value) for key, value in source.items() if key not in destination]
         stale = [key for key, value in destination.items() if key not in source and value.timestamp < started]
         return sorted(missing), sorted(stale)
 
     def reconcile_due(self) -> bool:
-        """Whether :meth:`reconcile_periodic` would change anything now."""
-        missing, stale = self._reconcile_plan()
-        return bool(missing or stale)
+        """Whether :meth:`reconcile_periodic` would change anything now (asked at every step of a
+        simulated migration: it stops at the first item it would repair)."""
+        source, destination = self._sides()
+        started = self.started_at or 0
+        return any(key not in destination for key in source) or any(
+            key not in source and value.timestamp < started for key, value in destination.items()
+        )
 
     def reconcile_periodic(self) -> ReconcileReport:
         """Master's periodic reconcile (#25946): copy the items the destination is missing
@@ -278,7 +284,10 @@ class TableViewSyncer:
         to_topic = self.mode is SyncerMode.MetadataStoreToSystemTopic
         missing, stale = self._reconcile_plan()
         for key, value in missing:
-            self._write(key, value, to_topic)
+            if to_topic:
+                self._publish(key, value)  # missing on the topic: no tombstone first, as upstream
+            else:
+                self._write(key, value, to_topic)
             report.copied.append(key)
         for key in stale:
             self._write(key, None, to_topic)
