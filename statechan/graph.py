@@ -133,8 +133,28 @@ def check_graph(model: str | Path | ProtocolModel | None = None) -> list[GraphCh
 def _check_classes(m: ProtocolModel) -> GraphCheck:
     """The state classes mean what Pulsar's names say: an in-flight state is active (it names
     an owner-to-be) and never stable; a semi-terminal state names no owner; the initial state is
-    "no record", so never active; and every state is stable, in flight or semi-terminal."""
+    "no record", so never active; and every state is stable, in flight or semi-terminal.
+
+    The classes the protocol does not read (stable, semi-terminal) are pinned to the table, so a
+    model cannot misdeclare them unnoticed: the semi-terminal states are exactly those neither
+    active nor initial (a record that names no owner); the stable ones are where a key can rest
+    between flows: the initial state, the terminal ones, and each semi-terminal state a new flow
+    can leave (a lookup assigns a Free bundle). A semi-terminal state whose only way out is its
+    tombstone (Deleted, which its source tombstones at once) ends a life; it is no resting place."""
     problems = []
+    semi = set(m.states) - m.active - {m.initial}
+    if set(m.semi_terminal) != semi:
+        problems.append(
+            f"semi-terminal must be the states neither active nor initial: {_names(semi)}, "
+            f"declared {_names(m.semi_terminal)}"
+        )
+    leaves = {src for storage in m.storages for (src, dst) in m.edges(storage) if dst != m.initial}
+    resting = {m.initial} | set(m.terminal) | (semi & leaves)
+    if set(m.stable) != resting:
+        problems.append(
+            f"stable must be the initial state, the terminal ones and the semi-terminal ones a flow "
+            f"can leave: {_names(resting)}, declared {_names(m.stable)}"
+        )
     if not m.in_flight <= m.active:
         problems.append(f"in flight but not active: {_names(m.in_flight - m.active)}")
     if m.stable & m.in_flight:
@@ -150,7 +170,8 @@ def _check_classes(m: ProtocolModel) -> GraphCheck:
         "classes-consistent",
         None,
         not problems,
-        "in flight implies active and not stable; semi-terminal and initial imply not active; every state is classed"
+        "in flight implies active and not stable; semi-terminal and initial imply not active; every state is classed; "
+        "semi-terminal and stable are what the table makes them"
         if not problems
         else "; ".join(problems),
     )

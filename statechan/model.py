@@ -340,6 +340,16 @@ def _builtin_dirs() -> list[Traversable]:
     return [d for d in (packaged, checkout) if d.is_dir()]
 
 
+def builtin_data_file(*parts: str) -> Traversable:
+    """A data file shipped beside the built-in models (``models/scenarios/…``), from a wheel or
+    a checkout; ``ModelError`` naming it if there is none."""
+    for directory in _builtin_dirs():
+        entry = directory.joinpath(*parts)
+        if entry.is_file():
+            return entry
+    raise ModelError(f"no built-in data file models/{'/'.join(parts)}")
+
+
 def builtin_model_files() -> dict[str, Traversable]:
     """Each built-in model's file by model name (a wheel's before a checkout's)."""
     found: dict[str, Traversable] = {}

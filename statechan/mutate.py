@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -231,7 +232,10 @@ class Probe:
 
     name: str
     kind: str
-    """``graph`` (the model's structural checks), ``check`` or ``simulate``."""
+    """``graph`` (the model's structural checks), ``check``, ``simulate``, or ``replay`` (a saved
+    scenario, ``options["run"]`` under ``models/scenarios/``, replayed on the mutant with every
+    invariant checked at each step: a race a search of the original's size finds only in minutes,
+    kept as the one run that shows it)."""
     options: Mapping[str, Any] = field(default_factory=dict)
     store: str = "system-topic"
     skip: tuple[str, ...] = ()
@@ -270,6 +274,9 @@ BATTERY: tuple[Probe, ...] = (
     ),
     Probe("simulate 1 h", "simulate", {"seed": 7, "hours": 1.0}),
     Probe("check default", "check", {}, "metadata-store"),
+    # the store's version gate against a writer whose view still holds the key's last life: the
+    # race needs three lookups, an unload, the monitor's tombstone (252,574 states, 200 s), so its run
+    Probe("replay store-version-gap", "replay", {"run": "store-version-gap.json"}, "metadata-store"),
     Probe("check unload, 2 lookups", "check", {"lookups": 2, "admin_kinds": ("unload",), "ticks": 0}, "metadata-store"),
     Probe(
         "check unload, tombstone",
@@ -323,7 +330,27 @@ def _run_probe(probe: Probe, model_path: str) -> tuple[str | None, dict[tuple[st
             return f"incomplete: stopped at the {result.stopped}", result.coverage
         problem = result.violation or result.liveness or "; ".join(str(u) for u in result.never_reached)
         return (problem or None), result.coverage
+    if probe.kind == "replay":
+        return _replay(probe, model_path), {}
     return _simulate(probe, model_path), {}
+
+
+def _replay(probe: Probe, model_path: str) -> str | None:
+    """The first invariant the scenario breaks on the model, if any. A step the model refuses
+    means its protocol went elsewhere: the scenario then says nothing of it."""
+    from statechan.cluster.runfile import load_saved_run
+    from statechan.cluster.runner import ObservationCheck
+    from statechan.cluster.timeline import build_timeline
+    from statechan.invariants.catalogue import check, check_step
+    from statechan.model import builtin_data_file
+
+    with resources.as_file(builtin_data_file("scenarios", str(probe.options["run"]))) as path:
+        saved = load_saved_run(path)
+    variant = saved.config.variant.model_copy(update={"model": model_path})
+    config = saved.config.model_copy(update={"variant": variant})
+    steps = build_timeline(config, saved.actions, ObservationCheck(check, check_step), picks=saved.picks)
+    broken = [(step.number, v) for step in steps if step.error is None for v in step.violations]
+    return f"{broken[0][1]} (step {broken[0][0]} of {len(saved.actions)})" if broken else None
 
 
 def _simulate(probe: Probe, model_path: str) -> str | None:

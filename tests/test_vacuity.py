@@ -12,7 +12,7 @@ import pytest
 
 from statechan.checker import Bounds, check
 from statechan.cluster.config import StoreKind, Variant
-from statechan.model import ModelError, load_model, parse_model
+from statechan.model import ModelError, builtin_data_file, load_model, parse_model
 from statechan.mutate import (
     BATTERY,
     Mutant,
@@ -217,11 +217,30 @@ def test_the_coverage_guard_kills_an_added_edge_nothing_takes(tmp_path: Path) ->
     assert "Deleted -> Owned" in said
 
 
+def test_a_saved_scenario_kills_the_mutant_it_was_found_on_and_passes_the_original(tmp_path: Path) -> None:
+    # the store's version gate: its race needs a 252,574-state search, so the battery replays its run
+    replay = next(p for p in BATTERY if p.kind == "replay")
+    data, _ = read_model_data("pulsar-4")
+    original = tmp_path / "original.toml"
+    original.write_text(to_toml(data), encoding="utf-8")
+    assert run_battery(str(original), (replay,), ["metadata-store"], coverage=False) == ("", "")
+    mutant = _mutant(tmp_path, "resolver version_gap MetadataStore=accept")
+    by, said = run_battery(mutant, (replay,), ["metadata-store"], coverage=False)
+    assert by == "replay store-version-gap (metadata-store)"
+    assert said.startswith("single-owner")
+    # a mutant the scenario cannot tell (another store's rule) goes through it
+    other = _mutant(tmp_path, "resolver version_gap SystemTopic=reject")
+    assert run_battery(other, (replay,), ["metadata-store"], coverage=False) == ("", "")
+
+
 def test_the_default_battery_reads_as_documented() -> None:
     stores = Counter(p.store for p in BATTERY)
     assert stores["system-topic"]
     assert stores["metadata-store"]
-    assert all(p.kind in ("graph", "check", "simulate") for p in BATTERY)
+    assert all(p.kind in ("graph", "check", "simulate", "replay") for p in BATTERY)
+    for probe in BATTERY:
+        if probe.kind == "replay":  # every saved scenario the battery names ships with the models
+            assert builtin_data_file("scenarios", str(probe.options["run"])).is_file()
     assert BATTERY[0].kind == "graph", "the cheapest probe first"
     assert {v.value for v in Verdict} == {"killed", "refused", "survived", "equivalent"}
 
