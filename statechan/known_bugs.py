@@ -350,6 +350,15 @@ UPSTREAM_FIXES: tuple[UpstreamFix, ...] = (
         skip=("lookup-not-stranded",),
         small=False,
     ),
+    UpstreamFix(
+        "10",
+        10,
+        "a lookup deferred on an assignment waits for its timeout when the store skips the Owned",
+        "fix-10",
+        ("lookup-not-stranded",),
+        Bounds(admin_kinds=("split",), crashes=1, ticks=3),
+        store=StoreKind.metadata_store,
+    ),
 )
 """Each upstream report's fix at a bound where its finding breaks an invariant (docs/upstream/README.md).
 Findings 4's split form and 5, 7, 8 and 9 are also replayed from their saved runs and scenarios with

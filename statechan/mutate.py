@@ -239,10 +239,10 @@ class Probe:
     options: Mapping[str, Any] = field(default_factory=dict)
     store: str = "system-topic"
     skip: tuple[str, ...] = ()
-    """Invariants left out where the original model breaks them at the bound (docs/bench.md says
-    why): on the metadata store, a split's source crashing while a lookup waits on the Assigning
-    that the store's notifications skipped leaves the lookup to its timeout (lookup-not-stranded,
-    12 steps; not yet a finding)."""
+    """Invariants left out where the original model breaks them at the bound: a documented
+    finding (on the metadata store, a split's source crashing while a lookup waits on an
+    assignment whose Owned the store's notification skipped leaves the lookup to its timeout:
+    finding 10, lookup-not-stranded in 12 steps)."""
 
 
 BATTERY: tuple[Probe, ...] = (

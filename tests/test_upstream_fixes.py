@@ -59,7 +59,7 @@ def test_the_command_line_runs_a_fix_by_name() -> None:
 
 
 def test_every_report_has_a_fix_row_naming_known_variants_and_invariants() -> None:
-    reports = {path.name[:2] for path in (DOCS / "upstream").glob("0*.md")}
+    reports = {path.name[:2] for path in (DOCS / "upstream").glob("[0-9][0-9]-*.md")}
     assert reports == {fix.report for fix in UPSTREAM_FIXES}
     for fix in UPSTREAM_FIXES:
         assert fix.variant in VARIANTS
@@ -311,3 +311,17 @@ def test_fix_09_the_forced_frees_tombstone_is_dropped_over_a_newer_owner(name: s
     assert [value.state for value in owned.values()] == [S.Owned]  # the next owner keeps its record
     run.settle()
     assert run.broken == []
+
+
+def test_fix_10_a_splitting_event_answers_the_lookup_the_store_s_skipped_owned_stranded() -> None:
+    run, actions = _saved("checker-finding-10.json", VARIANTS["fix-10"])
+    before = len(run.cluster.answers)
+    run.follow(actions)
+    assert run.skipped == []
+    answered = [a for a in run.cluster.answers[before:] if a.deferred]
+    assert [(a.broker, a.owner, a.error) for a in answered] == [("broker-1:8080", "broker-2:8080", None)]
+    assert run.broken == []
+    # and without the fix the same run strands it (the finding)
+    stranded, actions = _saved("checker-finding-10.json", VARIANTS["current"])
+    stranded.follow(actions)
+    assert stranded.broken == ["lookup-not-stranded"]

@@ -199,6 +199,11 @@ class Variant(BaseModel):
         description="fix 09: a forced Free's or a Deleted's tombstone takes effect only over a record that is "
         "not active (system topic: the resolver's rule) or at the node's version (metadata store)",
     )
+    split_event_answers_lookups: bool = Field(
+        False,
+        description="fix 10: a Splitting event answers a lookup deferred on the bundle with the split's source, "
+        "as getOwnerAsync answers a Splitting (a store's notification may skip the Owned that would have)",
+    )
 
     def label(self) -> str:
         on = [name for name, field in Variant.model_fields.items() if name != "model" and getattr(self, name)]
@@ -241,6 +246,7 @@ VARIANTS: dict[str, Variant] = {
     ),
     "fix-08": Variant(keep_split_parent_deleted=True),
     "fix-09": Variant(conditional_tombstones=True),
+    "fix-10": Variant(split_event_answers_lookups=True),
 }
 """Named variants: the current protocol, one per historical bug (by PR number), and the fixes
 proposed upstream, one per report (``fix-NN``, on the current protocol; ``fix-03`` on

@@ -348,6 +348,8 @@ class Broker:
                 self.closed_units[key] += 1
                 self.tasks.append(Task("release", key, data))
         elif state is S.Splitting:
+            if self.cluster.config.variant.split_event_answers_lookups:
+                self._finish_lookup(key, data.source_broker)  # fix 10: as getOwnerAsync answers a Splitting
             if data.source_broker == self.id:
                 self.tasks.append(Task("split", key, data))
         elif state is S.Free:
