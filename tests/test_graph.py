@@ -38,6 +38,26 @@ def test_metadata_store_graph_is_a_subgraph_of_the_system_topic_graph() -> None:
     assert set(ms.edges) < set(st.edges)
 
 
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"stable": ["Init", "Owned"]}, "stable must be"),  # Free rests between an unload and the next lookup
+        ({"stable": ["Init", "Free", "Owned", "Deleted"]}, "stable must be"),  # Deleted's only way out: its tombstone
+        ({"semi_terminal": ["Deleted"]}, "semi-terminal must be"),  # Free names no owner either
+    ],
+)
+def test_the_classes_the_protocol_does_not_read_are_pinned_to_the_table(
+    change: dict[str, object], problem: str
+) -> None:
+    from statechan.mutate import read_model_data, to_toml
+
+    data, _ = read_model_data("pulsar-4")
+    changed = parse_model(to_toml({**data, **change}))
+    classes = next(c for c in check_graph(changed) if c.name == "classes-consistent")
+    assert not classes.ok
+    assert problem in classes.detail
+
+
 def test_owned_is_the_only_terminal_but_live_state() -> None:
     m = load_model()
     assert m.active - m.in_flight == {S.Owned}
