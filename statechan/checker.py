@@ -67,7 +67,7 @@ from statechan.model import load_model
 from statechan.observation import Observation
 from statechan.states import IN_FLIGHT, ServiceUnitState, StorageType
 from statechan.stores.metadata import NodeEvent, SessionEvent
-from statechan.vacuity import FORCED, Unreached, demanded_flows, unreached_flows
+from statechan.vacuity import FORCED, Unreached, demanded_flows, undeclared_flows, unreached_flows
 from statechan.values import ServiceUnitStateData
 
 ADMIN_KINDS = ("transfer", "split", "unload")
@@ -365,11 +365,22 @@ class CheckResult:
     """Distinct states of the same complete search without partial-order reduction, when measured
     (``measure_por``: a second search)."""
     never_reached: list[Unreached] = field(default_factory=list)
-    """The flows the bound demands that a complete search never walked (the vacuity guard)."""
+    """The flows the bound demands that a complete search never walked (the vacuity guard), or
+    that the model does not declare at all (found before searching)."""
+    model_problems: list[str] = field(default_factory=list)
+    """The model's failed structural checks (``statechan graph --check``), found before searching:
+    a model whose table cannot do what it declares is not searched."""
 
     @property
     def ok(self) -> bool:
-        return self.violation is None and self.liveness is None and not self.never_reached
+        return (
+            self.violation is None and self.liveness is None and not self.never_reached and not self.model_problems
+        )
+
+    @property
+    def searched(self) -> bool:
+        """Whether the search ran: not when the model failed its own checks first."""
+        return self.stopped != BEFORE_SEARCH
 
     @property
     def within_bound(self) -> bool:
@@ -509,6 +520,26 @@ is expanded without a restore (about a third of a state's time at the default bo
 these, states wait as values only, so the frontier's memory stays that of its values."""
 
 
+BEFORE_SEARCH = "model's own checks, before searching"
+"""What stopped a search the model's structural checks or missing flows kept from starting."""
+
+
+def _model_fails(result: CheckResult) -> bool:
+    """The model's structural checks and the flows its operations need, before any search: a
+    protocol that cannot do a flow fails naming it, whatever the bound (a search at a bound that
+    issues no unload could not tell a model without one). Fills ``result`` and says whether it failed."""
+    from statechan.graph import check_graph
+
+    model = load_model(result.config().variant.model)
+    result.model_problems = [f"{c.name}: {c.detail}" for c in check_graph(model) if not c.ok]
+    result.never_reached = undeclared_flows(model)
+    if result.model_problems or result.never_reached:
+        result.complete = False
+        result.stopped = BEFORE_SEARCH
+        return True
+    return False
+
+
 def check(
     bounds: Bounds | None = None,
     store: StoreKind = StoreKind.system_topic,
@@ -562,6 +593,8 @@ def check(
     if visitor is not None or verify_fingerprints:
         workers = 1
     result = CheckResult(bounds, store, variant, por=por)
+    if vacuity and _model_fails(result):
+        return result
     expander = _expander(bounds, store, variant, symmetry, ids, keep_graph, verify_fingerprints, por)
     root = expander.root
     started = time.perf_counter()

@@ -661,6 +661,16 @@ def check_command(
             highlight=False,
         )
         raise typer.Exit(3) from exc
+    if not result.searched:
+        for problem in result.model_problems:
+            console.print(f"[red]model:[/red] {problem}", highlight=False)
+        for gap in result.never_reached:
+            console.print(f"[red]vacuous:[/red] {gap}", highlight=False)
+        console.print(
+            "the model cannot do what a protocol is asked here, so nothing was searched "
+            "(statechan graph --check --model … says more; --no-vacuity searches it anyway)"
+        )
+        raise typer.Exit(1)
     reduction = ""
     if result.concrete_states:
         reduction = (

@@ -156,6 +156,23 @@ def undeclared_edges(model: ProtocolModel, storage: StorageType, coverages: Iter
     return sorted(edge for edge in undeclared if not (store and model.spec.initial in edge))
 
 
+OPERATION_FLOWS = {
+    "assign": "lookups (an unassigned bundle is assigned)",
+    "transfer": "admin transfers",
+    "unload": "admin unloads",
+    "split": "admin splits",
+}
+"""The flows every operation the checker and the simulator can issue needs, whatever a bound's
+budgets: a protocol model without one of them cannot finish what its clients and operators ask."""
+
+
+def undeclared_flows(model: ProtocolModel) -> list[Unreached]:
+    """The operations' flows ``model`` declares no path for: a protocol that can never do them
+    (a model file without the unload flow can unload no bundle), named before any search."""
+    declared = {flow.name for flow in model.spec.flows if flow.paths}
+    return [Unreached(flow, why, ()) for flow, why in OPERATION_FLOWS.items() if flow not in declared]
+
+
 EVENTS_DEMANDING = {"transfer": 5, "unload": 5, "split": 3}
 """How many admin operations of a kind a simulated run must issue before the flow is demanded of
 it: one may be refused for a good reason (the bundle was not Owned, the broker not the owner)."""
