@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from properties.bench import history_violations_of, timeline_check
-from properties.hunts import HUNTS, Hunt, hunt
+from properties.hunts import HUNTS, Hunt, _recorded, hunt
 from statechan.cluster import Cluster, SimConfig
 from statechan.cluster.actions import Action
 from statechan.cluster.config import VARIANTS
@@ -59,3 +59,19 @@ def test_the_documented_counterexample_breaks_the_variant_only(h: Hunt) -> None:
     assert broken_by(config, actions) & set(h.expect)
     fixed = config.model_copy(update={"variant": VARIANTS["current"]})
     assert broken_by(fixed, actions) == set()
+
+
+def test_a_partial_rewrite_keeps_every_other_recorded_run() -> None:
+    """``--only`` re-hunts one bug and copies the others' rows and sections from the page as they
+    are: each must be found whole, and only its own."""
+    page = (DOCS / "counterexamples.md").read_text(encoding="utf-8")
+    for h in HUNTS:
+        kept = _recorded(page, h.variant)
+        assert kept is not None, f"#{h.variant}: no row or section on the page"
+        row, section = kept
+        assert row.startswith(f"| [#{h.variant}](")
+        assert section[0].startswith(f"## #{h.variant}:")
+        assert sum(line.startswith("## ") for line in section) == 1, f"#{h.variant}: took the next section too"
+        assert "```text" in section
+        assert section[-2] == "```"
+    assert _recorded(page, "99999") is None
