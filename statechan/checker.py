@@ -373,9 +373,7 @@ class CheckResult:
 
     @property
     def ok(self) -> bool:
-        return (
-            self.violation is None and self.liveness is None and not self.never_reached and not self.model_problems
-        )
+        return self.violation is None and self.liveness is None and not self.never_reached and not self.model_problems
 
     @property
     def searched(self) -> bool:

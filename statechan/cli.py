@@ -1208,7 +1208,14 @@ def mutate_command(
 
     err.print(f"mutating {origin}: running the battery on the original first …", highlight=False)
     try:
-        report = mutate(model, jobs=jobs, only=keep, equivalents=arguments, progress=progress)
+        report = mutate(
+            model,
+            jobs=jobs,
+            only=keep,
+            equivalents=arguments,
+            progress=progress,
+            equivalents_file=str(path) if arguments else "",
+        )
     except ValueError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False)
         raise typer.Exit(2) from None

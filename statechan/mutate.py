@@ -314,6 +314,9 @@ def _run_probe(probe: Probe, model_path: str) -> tuple[str | None, dict[tuple[st
         bounds = Bounds(**dict(probe.options))
         ids = [i for i in simulation_ids() if i not in probe.skip]
         result = check(bounds, StoreKind(probe.store), variant, max_seconds=600, invariants=ids)
+        if not result.searched:  # the model's own checks refused it before any state: say what they found
+            refused = [*result.model_problems, *(str(gap) for gap in result.never_reached)]
+            return "; ".join(refused) or f"not searched: {result.stopped}", result.coverage
         if not result.complete:
             return f"incomplete: stopped at the {result.stopped}", result.coverage
         problem = result.violation or result.liveness or "; ".join(str(u) for u in result.never_reached)
@@ -445,13 +448,26 @@ class Report:
     seconds: float
     stale: list[str] = field(default_factory=list)
     """Equivalence arguments for mutants that were killed (or that no longer exist)."""
+    jobs: int = 1
+    """Mutants run at a time (the run's time depends on it)."""
+    equivalents: str = ""
+    """The file the equivalence arguments came from, if any."""
 
     def count(self, verdict: Verdict) -> int:
         return sum(1 for o in self.outcomes if o.verdict is verdict)
 
     def markdown(self) -> str:
-        """The report as a Markdown table (for docs/bench.md)."""
+        """The report as a page: what ran and how long it took, then a row per mutant (for docs/)."""
+        arguments = ""
+        if self.equivalents:
+            arguments = f", or, for an equivalent mutant, the argument from `{self.equivalents}`"
         lines = [
+            f"# Mutants of {Path(self.model).stem}",
+            "",
+            f"Written by `statechan mutate {self.model} --markdown`: {len(self.outcomes)} mutants in "
+            f"{self.seconds:,.0f} s, {self.jobs} at a time. Each row is one mutant, its verdict, the battery's "
+            f"check that killed it (the first that failed) and what that check said{arguments}.",
+            "",
             "| mutant | verdict | by | what it said, or why it is equivalent |",
             "|---|---|---|---|",
         ]
@@ -487,6 +503,7 @@ def mutate(
     only: Callable[[Mutant], bool] | None = None,
     equivalents: Mapping[str, str] | None = None,
     progress: Callable[[int, int, Outcome], None] | None = None,
+    equivalents_file: str = "",
 ) -> Report:
     """Run ``battery`` on every mutant of ``model`` (those ``only`` keeps), ``jobs`` at a time.
     Raises ``ValueError`` if the original model fails the battery: a battery must pass first."""
@@ -517,7 +534,7 @@ def mutate(
     stale = sorted(m for m in (equivalents or {}) if m in ids and ids[m].verdict in (Verdict.KILLED, Verdict.REFUSED))
     if only is None:
         stale += sorted(m for m in (equivalents or {}) if m not in ids)
-    return Report(str(origin), outcomes, time.perf_counter() - started, stale)
+    return Report(str(origin), outcomes, time.perf_counter() - started, stale, max(1, jobs), equivalents_file)
 
 
 def _storage_name(store: str) -> str:

@@ -17,7 +17,9 @@ from statechan.mutate import (
     BATTERY,
     Mutant,
     MutantKind,
+    Outcome,
     Probe,
+    Report,
     Verdict,
     load_equivalents,
     mutants,
@@ -230,7 +232,30 @@ def test_the_battery_passes_the_original_and_kills_a_mutant(tmp_path: Path) -> N
     assert run_battery(str(original), SMALL, ["system-topic"], coverage=False) == ("", "")
     by, said = run_battery(_mutant(tmp_path, "remove-edge Owned->Splitting"), SMALL, ["system-topic"], coverage=False)
     assert by == "check default (system-topic)"
-    assert said
+    # refused before searching: the report says what the model's own checks found, not just "incomplete"
+    assert "unreachable from Init: Deleted, Splitting" in said
+    assert "incomplete" not in said
+
+
+def test_a_mutation_report_page_says_what_ran_and_how_long() -> None:
+    report = Report(
+        "models/pulsar-4.toml",
+        [
+            Outcome("remove-edge A->B", MutantKind.REMOVE_EDGE, Verdict.KILLED, "check default", "single-owner | x"),
+            Outcome("add-edge B->A", MutantKind.ADD_EDGE, Verdict.EQUIVALENT, "no run takes it"),
+        ],
+        1234.4,
+        jobs=2,
+        equivalents="models/equivalent/pulsar-4.toml",
+    )
+    page = report.markdown().splitlines()
+    assert page[0] == "# Mutants of pulsar-4"
+    assert "2 mutants in 1,234 s, 2 at a time" in page[2]
+    assert "`models/equivalent/pulsar-4.toml`" in page[2]
+    assert "| remove-edge A->B | killed | check default | single-owner \\| x |" in page
+    assert "| add-edge B->A | equivalent |  | no run takes it |" in page
+    summary = "2 mutants: 1 killed, 0 refused, 0 survived, 1 equivalent; killed 100.0% of those not argued equivalent."
+    assert summary in page
 
 
 def test_the_coverage_guard_kills_an_added_edge_nothing_takes(tmp_path: Path) -> None:
