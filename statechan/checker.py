@@ -526,10 +526,10 @@ def _model_fails(result: CheckResult) -> bool:
     """The model's structural checks and the flows its operations need, before any search: a
     protocol that cannot do a flow fails naming it, whatever the bound (a search at a bound that
     issues no unload could not tell a model without one). Fills ``result`` and says whether it failed."""
-    from statechan.graph import check_graph
+    from statechan.graph import graph_problems
 
     model = load_model(result.config().variant.model)
-    result.model_problems = [f"{c.name}: {c.detail}" for c in check_graph(model) if not c.ok]
+    result.model_problems = graph_problems(model)
     result.never_reached = undeclared_flows(model)
     if result.model_problems or result.never_reached:
         result.complete = False

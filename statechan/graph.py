@@ -131,12 +131,21 @@ def check_graph(model: str | Path | ProtocolModel | None = None) -> list[GraphCh
     return results
 
 
+def graph_problems(model: str | Path | ProtocolModel | None = None) -> list[str]:
+    """The failed checks of ``check_graph``, one line each (name: detail), for a report."""
+    return [f"{c.name}: {c.detail}" for c in check_graph(model) if not c.ok]
+
+
 def _check_flows_walkable(m: ProtocolModel) -> GraphCheck:
     """Every flow the model declares can be walked: it has a path, and in each storage whose table
     holds every edge of one of its paths, such a path starts where a key can be (a state reachable
     from the initial one). The check names the flow a broken table makes impossible (a model in
     which no bundle can be unloaded: the unload flow), where reachability names states."""
     problems: list[str] = []
+    reachable = {
+        storage: nx.descendants(state_graph(m, storage, include_overrides=True), m.initial) | {m.initial}
+        for storage in m.storages
+    }
     for flow in m.spec.flows:
         if not flow.paths:
             problems.append(f"flow {flow.name} has no path")
@@ -146,9 +155,7 @@ def _check_flows_walkable(m: ProtocolModel) -> GraphCheck:
             whole = [p for p in flow.paths if all((m.state(a), m.state(b)) in table for a, b in itertools.pairwise(p))]
             if not whole:
                 continue  # not a flow of this storage (the compaction cut on the store)
-            graph = state_graph(m, storage, include_overrides=True)
-            reachable = nx.descendants(graph, m.initial) | {m.initial}
-            if not any(m.state(p[0]) in reachable for p in whole):
+            if not any(m.state(p[0]) in reachable[storage] for p in whole):
                 starts = _names({m.state(p[0]) for p in whole})
                 where = f"{storage.value}: {starts} unreachable from {m.initial.name}"
                 problems.append(f"flow {flow.name} cannot start on {where}")

@@ -304,22 +304,20 @@ def _run_probe(probe: Probe, model_path: str) -> tuple[str | None, dict[tuple[st
 
     variant = Variant(model=model_path)
     if probe.kind == "graph":
-        from statechan.graph import check_graph
+        from statechan.graph import graph_problems
 
-        failed = [f"{c.name}: {c.detail}" for c in check_graph(model_path) if not c.ok]
-        return ("; ".join(failed) or None), {}
+        return ("; ".join(graph_problems(model_path)) or None), {}
     if probe.kind == "check":
         from statechan.invariants.catalogue import simulation_ids
 
         bounds = Bounds(**dict(probe.options))
         ids = [i for i in simulation_ids() if i not in probe.skip]
         result = check(bounds, StoreKind(probe.store), variant, max_seconds=600, invariants=ids)
-        if not result.searched:  # the model's own checks refused it before any state: say what they found
-            refused = [*result.model_problems, *(str(gap) for gap in result.never_reached)]
-            return "; ".join(refused) or f"not searched: {result.stopped}", result.coverage
-        if not result.complete:
+        if result.searched and not result.complete:
             return f"incomplete: stopped at the {result.stopped}", result.coverage
-        problem = result.violation or result.liveness or "; ".join(str(u) for u in result.never_reached)
+        # a model its own checks refused before any state: what they found (model problems, flows)
+        gaps = [*result.model_problems, *(str(gap) for gap in result.never_reached)]
+        problem = result.violation or result.liveness or "; ".join(gaps)
         return (problem or None), result.coverage
     if probe.kind == "replay":
         return _replay(probe, model_path), {}
