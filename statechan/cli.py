@@ -1180,9 +1180,9 @@ def mutate_command(
         _, origin = read_model_data(model)
     except (ModelError, ValueError) as exc:
         _usage_error(f"MODEL: {exc}")
-    if markdown is not None:
-        _writable(markdown, "--markdown")
     path = equivalent if equivalent is not None else default_equivalents(origin)
+    read = [path, *([origin] if origin.is_file() else [])]  # a built-in model's name is no file here
+    _writable(markdown, "--markdown", read)
     arguments: dict[str, str] = {}
     if equivalent is not None or path.exists():
         try:

@@ -683,3 +683,21 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+@pytest.mark.parametrize("over", ["model", "equivalent"])
+def test_mutate_refuses_to_write_its_page_over_what_it_reads(tmp_path: Path, over: str) -> None:
+    from statechan.mutate import read_model_data, to_toml
+
+    model = tmp_path / "m.toml"
+    model.write_text(to_toml(read_model_data("pulsar-4")[0]), encoding="utf-8")
+    arguments = tmp_path / "eq.toml"
+    arguments.write_text("", encoding="utf-8")
+    target = model if over == "model" else arguments
+    before = target.read_bytes()
+    options = ["mutate", str(model), "--equivalent", str(arguments), "--markdown", str(target)]
+    result = RUNNER.invoke(app, options)
+    assert result.exit_code == 2
+    assert "--markdown" in result.output
+    assert "is an input" in result.output
+    assert target.read_bytes() == before
