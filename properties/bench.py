@@ -243,7 +243,7 @@ class ChannelMachine(RuleBasedStateMachine):
         """Heal, quiesce and let the timers run; check at every step, then the histories."""
         cluster = self.cluster
         for broker_id, broker in sorted(cluster.brokers.items()):
-            if broker.alive and not broker.client.connected and not broker.client.closed:
+            if broker.alive and not broker.connected and not broker.closed:
                 self._settle_step(Reconnect(broker_id))
         if not any(b.alive for b in cluster.brokers.values()):
             self._settle_step(Restart(sorted(cluster.brokers)[0]))
@@ -252,7 +252,7 @@ class ChannelMachine(RuleBasedStateMachine):
         cfg = cluster.config.channel
         settle = self.settle_ms
         if settle is None:
-            settle = cfg.tombstone_delay_s * 1000 + 2 * cleanup_bound_ms(cluster.observe())
+            settle = cfg.tombstone_delay_s * 1000 + 2 * cleanup_bound_ms(cluster.config.channel)
         end = cluster.clock.now_ms() + settle
         while (timer := cluster.next_timer()) is not None and timer.due <= end:
             self._settle_step(Tick())
@@ -271,7 +271,7 @@ class ChannelMachine(RuleBasedStateMachine):
             self.fail(found)
 
     def _quiesce(self) -> None:
-        while work := self.cluster._work_actions():
+        while work := self.cluster.work_actions():
             deliveries = [a for a in work if not isinstance(a, RunTask)]
             self._settle_step(deliveries[0] if deliveries else work[0])
 

@@ -1,22 +1,18 @@
-"""An explicit-state model checker over the cluster simulator: every interleaving of deliveries,
+"""An explicit-state model checker over the channel protocol: every interleaving of deliveries,
 tasks, timers, crashes and admin operations within bounds, breadth first (so a counterexample is
-a shortest one), with the property catalogue's cluster invariants checked on every state and a
-liveness check on the explored graph.
+a shortest one), with the invariant catalogue's cluster invariants checked on every state, its step
+invariants on every transition, and a liveness check on the explored graph.
 
-The model is the simulator itself (:class:`~statechan.cluster.Cluster`): ``enabled_actions()``
-is Next, ``check(observe())`` the invariants. Placement's random choice becomes a branch: each
-candidate broker is a successor (``Cluster(picks=...)``), and a saved counterexample carries its
-picks so ``statechan replay`` follows it exactly.
+The model is the protocol itself (:mod:`statechan.cluster.protocol`): ``enabled`` is Next, ``step``
+the transition relation, the catalogue's checks the properties, as in Stateright's ``Model``.
+Placement's random choice is a branch: each candidate broker is a successor, and a saved
+counterexample carries its picks so ``statechan replay`` follows it exactly.
 
-A state is a value (:func:`statechan.cluster.value.capture`): nested tuples holding everything that
-decides what can happen next, times as ages capped beyond the longest timeout (so a monitor tick
-that changes nothing leads back to a state already seen). The queue holds values; each successor
-is stepped on a copy of its parent (the expanded copy, one rewound in place from a sibling, or one
-restored from the value), and the fingerprint is the value's 64-bit hash. With symmetry on, it is
-the least over the renamings of the broker ids that order the brokers by a renaming-invariant
-signature (brokers are interchangeable but for what the state says), each a renaming of the one
-captured value. Step invariants are checked on every transition, state invariants on every new
-state.
+A state is a value (:class:`~statechan.cluster.state.ClusterState`): the queue holds states, each
+successor is its parent stepped, and the fingerprint is the 64-bit hash of the state's canonical
+form (times as capped ages, what never changes behaviour left out), with broker symmetry the least
+over the renamings that order the brokers by a renaming-invariant signature. Each record keeps the
+hash of its own form, so a successor's fingerprint re-hashes only what its step replaced.
 """
 
 from __future__ import annotations
@@ -33,200 +29,59 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-from statechan.cluster.actions import (
-    Action,
-    Compact,
-    Crash,
-    Deliver,
-    Lookup,
-    LoseSession,
-    Resign,
-    Restart,
-    Shutdown,
-    Split,
-    Tick,
-    Transfer,
-    Unload,
-    Wait,
-)
+from statechan.bounds import ADMIN_KINDS, BOUND_FLAGS, BUDGETED, Bounds, bound_flag, budget_kind, budget_of, counted
+from statechan.cluster import protocol
+from statechan.cluster.actions import Action, Deliver, Split, Transfer, Unload
 from statechan.cluster.config import VARIANTS, ChannelConfig, SimConfig, StoreKind, Variant
-from statechan.cluster.sim import LEADER, REGISTRY, Cluster, _children
-from statechan.cluster.value import (
-    Value,
-    capture,
-    dispose,
-    quick_signature,
-    rename,
-    restore,
-    rewind,
-    signature,
+from statechan.cluster.state import (
+    LEADER_PATH,
+    Canon,
+    ClusterState,
+    Rec,
+    Task,
+    TaskKind,
+    TimerKind,
+    broker_id,
+    broker_name,
 )
 from statechan.model import load_model
 from statechan.observation import Observation
-from statechan.states import IN_FLIGHT, ServiceUnitState, StorageType
+from statechan.states import IN_FLIGHT, ServiceUnitState
 from statechan.stores.metadata import NodeEvent, SessionEvent
 from statechan.vacuity import FORCED, Unreached, demanded_flows, undeclared_flows, unreached_flows
-from statechan.values import ServiceUnitStateData
 
-ADMIN_KINDS = ("transfer", "split", "unload")
-"""The admin operations a bound may allow (``Bounds.admin_kinds``), by their action kind."""
+__all__ = [
+    "ADMIN_KINDS",
+    "BOUND_FLAGS",
+    "Bounds",
+    "CheckResult",
+    "FingerprintCollision",
+    "Fingerprinter",
+    "Node",
+    "bound_flag",
+    "budget_kind",
+    "check",
+    "checker_config",
+    "counted",
+    "fingerprint_cap",
+    "graph_text",
+    "settled",
+]
 
-
-class Bounds(BaseModel):
-    """How far the checker looks: the cluster's size and how many of each kind of event a run
-    may have. Deliveries, notifications and tasks are never bounded (they are the protocol)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    brokers: int = Field(2, ge=1, le=6)
-    bundles: int = Field(1, ge=1, le=8)
-    lookups: int = Field(1, ge=0, description="client lookups in the whole run")
-    admin: int = Field(1, ge=0, description="admin operations (see admin_kinds) in the whole run")
-    admin_kinds: tuple[str, ...] = ("transfer", "split")
-    crashes: int = Field(0, ge=0)
-    restarts: int = Field(0, ge=0)
-    shutdowns: int = Field(0, ge=0)
-    session_losses: int = Field(0, ge=0)
-    leader_changes: int = Field(0, ge=0)
-    compactions: int = Field(0, ge=0)
-    ticks: int = Field(2, ge=0, description="timer firings (monitor, clean-up, expiry) in the whole run")
-    depth: int | None = Field(None, ge=1, description="longest run explored (None: no limit)")
-    tombstone_delay_s: int = Field(
-        3_600,
-        ge=30,
-        description="loadBalancerServiceUnitStateTombstoneDelayTimeInSeconds: shorter lets a few ticks reach "
-        "the tombstones of Free and Deleted",
-    )
-    timely_delivery_ms: int | None = Field(
-        1_000,
-        ge=0,
-        description="the bench's timing assumption: no timer fires more than this long after work became "
-        "waiting for a running broker (None: timers race any backlog; see docs/findings.md)",
-    )
-
-    @field_validator("admin_kinds")
-    @classmethod
-    def _known_admin_kinds(cls, kinds: tuple[str, ...]) -> tuple[str, ...]:
-        unknown = [k for k in kinds if k not in ADMIN_KINDS]
-        if unknown:
-            raise ValueError(f"unknown {', '.join(unknown)}; choose from {', '.join(ADMIN_KINDS)}")
-        return kinds
-
-    def budget(self) -> dict[str, int]:
-        return {
-            "lookup": self.lookups,
-            "admin": self.admin,
-            "crash": self.crashes,
-            "restart": self.restarts,
-            "shutdown": self.shutdowns,
-            "lose-session": self.session_losses,
-            "resign": self.leader_changes,
-            "compact": self.compactions,
-            "tick": self.ticks,
-        }
-
-    def options(self) -> list[str]:
-        """The ``statechan check`` options that give these bounds (those that differ from the defaults)."""
-        default = Bounds()
-        out: list[str] = []
-        for name in type(self).model_fields:
-            value = getattr(self, name)
-            if value == getattr(default, name):
-                continue
-            if name == "admin_kinds":
-                out += [bound_flag(name), ",".join(value)]
-            elif name == "timely_delivery_ms" and value is None:
-                out.append("--untimely")
-            else:
-                out += [bound_flag(name), str(value)]
-        return out
-
-    def describe(self) -> str:
-        parts = [counted(self.brokers, "broker"), counted(self.bundles, "bundle"), counted(self.lookups, "lookup")]
-        parts.append(f"{self.admin} admin ({'/'.join(self.admin_kinds)})")
-        for name, value in (
-            ("crash", self.crashes),
-            ("restart", self.restarts),
-            ("shutdown", self.shutdowns),
-            ("session loss", self.session_losses),
-            ("leader change", self.leader_changes),
-            ("compaction", self.compactions),
-            ("tick", self.ticks),
-        ):
-            if value:
-                parts.append(counted(value, name))
-        if self.depth is not None:
-            parts.append(f"depth <= {self.depth}")
-        if self.tombstone_delay_s != 3_600:
-            parts.append(f"tombstones after {self.tombstone_delay_s} s")
-        if self.timely_delivery_ms is None:
-            parts.append("untimely delivery")
-        return ", ".join(parts)
-
-
-BOUND_FLAGS = {"timely_delivery_ms": "--timely-ms", "tombstone_delay_s": "--tombstone-delay"}
-"""The ``statechan check`` options whose names are not their :class:`Bounds` field's."""
-
-
-def bound_flag(field: str) -> str:
-    """The ``statechan check`` option that sets the :class:`Bounds` field ``field``."""
-    return BOUND_FLAGS.get(field, "--" + field.replace("_", "-"))
-
-
-def counted(n: int, noun: str) -> str:
-    """``1 crash``, ``2 crashes``, ``2 session losses``, ``1,200 bundles``."""
-    if n == 1:
-        return f"{n} {noun}"
-    return f"{n:,} {noun}es" if noun.endswith(("sh", "ss")) else f"{n:,} {noun}s"
-
-
-_BUDGETED: dict[type[Action], str] = {
-    Lookup: "lookup",
-    Crash: "crash",
-    Restart: "restart",
-    Shutdown: "shutdown",
-    LoseSession: "lose-session",
-    Resign: "resign",
-    Compact: "compact",
-    Tick: "tick",
-}
-
-
-def budget_kind(action: Action, bounds: Bounds) -> str | None:
-    """Which budget ``action`` spends (``None``: unbounded); admin kinds outside the bounds -> ``"off"``."""
-    return _budget_of(type(action), bounds)
-
-
-def _budget_of(kind: type[Action], bounds: Bounds) -> str | None:
-    """:func:`budget_kind` of every action of the type ``kind``."""
-    if kind in (Transfer, Split, Unload):
-        return "admin" if kind.kind in bounds.admin_kinds else "off"
-    if kind is Wait:
-        return "off"
-    return _BUDGETED.get(kind)
+_BROKER = re.compile(r"broker-(\d+):8080")
 
 
 def budget_left(budget: dict[str, int], spent: Counter[str]) -> bytes:
     """The budgets a state has left, as the suffix of its key: two states alike but for what they
     may still do are different states (merging them would drop the runs that spend the rest)."""
-    left = tuple([budget[kind] - spent.get(kind, 0) for kind in budget])
-    found = _LEFT.get(left)
-    if found is None:
-        found = _LEFT[left] = "|".join(map(str, left)).encode()
-    return found
-
-
-_LEFT: dict[tuple[int, ...], bytes] = {}
-"""Key suffixes by the budgets left (a search meets few combinations)."""
+    return "|".join([str(budget[kind] - spent.get(kind, 0)) for kind in budget]).encode()
 
 
 # -- fingerprints --------------------------------------------------------------------------------
-_BROKER = re.compile(r"broker-(\d+):8080")
-
-Names = dict[str, str] | None
-"""A renaming of broker ids (None: every broker keeps its name)."""
+Perm = tuple[int, ...] | None
+"""A renaming of broker ids (``perm[old] = new``; None: every broker keeps its id)."""
+_TOKENS = itertools.count(1)
+"""Canonical contexts' tokens, unique in the process (records cache their form's hash by token)."""
 
 
 class FingerprintCollision(AssertionError):
@@ -234,79 +89,85 @@ class FingerprintCollision(AssertionError):
 
 
 class Fingerprinter:
-    """Fingerprints of states: the hash of the state's captured value (:mod:`statechan.cluster.value`),
-    optionally the least over renamings of the broker ids.
+    """Fingerprints of states: the hash of the state's canonical form, optionally the least over
+    renamings of the broker ids.
 
     Not every renaming is tried: each broker gets a signature that no renaming changes (its own
-    record with every broker id blanked out), and only the renamings that number the brokers in
-    signature order are captured — every order among equal signatures. Renamed states have the
-    same signatures, so they get the same candidates and the same least text."""
+    record with every broker id left out, :meth:`~statechan.cluster.state.Broker.signature`), and only
+    the renamings that number the brokers in signature order are tried — every order among equal
+    signatures. Renamed states have the same signatures, so they get the same candidates and the
+    same least hash."""
 
-    def __init__(self, brokers: int, cap: int, symmetry: bool) -> None:
+    def __init__(self, brokers: int, cap: int, symmetry: bool, producers: bool = False) -> None:
         self.cap = cap
         self.symmetry = symmetry and brokers > 1
-        self._renamings: dict[tuple[str, ...], Names] = {}
-        """The renaming that numbers the brokers in an order, by the order (a search meets few)."""
+        self.producers = producers
+        """Whether a message's producer is part of the state: only the syncer reads it (its echoes)."""
+        self._contexts: dict[tuple[int, Perm], Canon] = {}
 
-    def __call__(self, cluster: Cluster) -> bytes:
-        return self.digest(self.canonical(cluster)[2])
+    def __call__(self, state: ClusterState) -> bytes:
+        return self.digest(self.canonical(state)[0])
 
     @staticmethod
     def digest(hashed: int) -> bytes:
-        """A state's fingerprint from its canonical value's hash (renamed states get the same least
-        hash): 64 bits. Two different states share one with a chance of about n²/2⁶⁵ among n (TLC's
-        fingerprints are as wide); ``verify_fingerprints`` compares the values themselves."""
+        """A state's fingerprint from its canonical form's hash: 64 bits. Two different states share
+        one with a chance of about n²/2⁶⁵ among n (TLC's fingerprints are as wide);
+        ``verify_fingerprints`` compares the forms themselves."""
         return hashed.to_bytes(8, "little", signed=True)
 
-    def text(self, cluster: Cluster) -> str:
-        """The canonical value as text (for people; the fingerprint hashes the value itself)."""
-        return repr(self.canonical(cluster)[0])
+    def context(self, now: int, perm: Perm) -> Canon:
+        """The canonical context at ``now`` under ``perm`` (one token per distinct context)."""
+        found = self._contexts.get((now, perm))
+        if found is None:
+            if len(self._contexts) >= 4096:
+                self._contexts.clear()
+            found = self._contexts[(now, perm)] = Canon(now, self.cap, perm, self.producers, next(_TOKENS))
+        return found
 
-    def canonical(self, cluster: Cluster) -> tuple[Value, Value, int]:
-        """The canonical value (of the renamings tried, the one with the least hash), the
-        cluster's own (unrenamed) value, and the canonical value's hash (a tuple's hash is not
-        kept: worked out once here): captured once, and renamed for each candidate."""
-        own = capture(cluster, self.cap)
-        if not self.symmetry:
-            return own, own, hash(own)
-        best: Value | None = None
+    def canonical(self, state: ClusterState) -> tuple[int, Canon]:
+        """The least hash of the state's canonical form over the renamings tried, and its context."""
+        best: Canon | None = None
         least = 0
-        for names in self.candidates(cluster):
-            value = own if names is None else rename(own, names)
-            hashed = hash(value)
+        for perm in self.candidates(state) if self.symmetry else [None]:
+            c = self.context(state.now, perm)
+            hashed = state.ch(c)
             if best is None or hashed < least:
-                best, least = value, hashed
+                best, least = c, hashed
         assert best is not None
-        return best, own, least
+        return least, best
 
-    def candidates(self, cluster: Cluster) -> list[Names]:
-        """The renamings worth capturing: those that number the brokers in descending signature
-        order (descending, as the first broker is usually the leader: the identity then is the
-        one renaming, and the capture of the state is its canonical value). A cheap part of the
-        signature orders most brokers; only brokers it ties get the full signature."""
-        quick = {broker_id: quick_signature(broker) for broker_id, broker in cluster.brokers.items()}
-        if len(set(quick.values())) == len(quick):
-            # no two brokers tie (the common case): one renaming, in descending signature order
-            order = tuple(sorted(quick, key=quick.__getitem__, reverse=True))
-            if order not in self._renamings:
-                names = {old: f"broker-{new}:8080" for new, old in enumerate(order, 1)}
-                self._renamings[order] = None if all(old == new for old, new in names.items()) else names
-            return [self._renamings[order]]
-        runs: list[list[str]] = []
-        for _, tied in itertools.groupby(sorted(quick, key=quick.__getitem__, reverse=True), key=quick.__getitem__):
-            group = list(tied)
-            if len(group) == 1:
-                runs.append(group)
-                continue
-            full = {broker_id: signature(cluster, broker_id) for broker_id in group}
-            ordered = sorted(group, key=full.__getitem__, reverse=True)
-            runs.extend(list(run) for _, run in itertools.groupby(ordered, key=full.__getitem__))
-        tables: list[Names] = []
+    def form(self, state: ClusterState) -> tuple[Any, ...]:
+        """The canonical form itself (what the fingerprint hashes, for verifying and for people)."""
+        return state.canon(self.canonical(state)[1])
+
+    def text(self, state: ClusterState) -> str:
+        return repr(self.form(state))
+
+    def candidates(self, state: ClusterState) -> list[Perm]:
+        """The renamings worth trying: those that number the brokers in descending signature order
+        (descending, as the first broker is usually the leader: the identity then is the one
+        renaming)."""
+        registry = state.store.registry
+        signature = {b.id: b.signature(b.id in registry) for b in state.brokers}
+        if len(set(signature.values())) == len(signature):
+            order = sorted(signature, key=signature.__getitem__, reverse=True)
+            return [_perm(order)]
+        runs: list[list[int]] = []
+        ordered = sorted(signature, key=signature.__getitem__, reverse=True)
+        for _, tied in itertools.groupby(ordered, key=signature.__getitem__):
+            runs.append(list(tied))
+        perms: list[Perm] = []
         for orders in itertools.product(*(itertools.permutations(run) for run in runs)):
-            sequence = [broker_id for order in orders for broker_id in order]
-            names = {old: f"broker-{new}:8080" for new, old in enumerate(sequence, 1)}
-            tables.append(None if all(old == new for old, new in names.items()) else names)
-        return tables
+            perms.append(_perm([broker for order in orders for broker in order]))
+        return perms
+
+
+def _perm(order: Sequence[int]) -> Perm:
+    """The renaming that numbers the brokers in ``order`` (None where that keeps every id)."""
+    perm = [0] * len(order)
+    for new, old in enumerate(order):
+        perm[old] = new
+    return None if all(old == new for old, new in enumerate(perm)) else tuple(perm)
 
 
 @dataclass(slots=True)
@@ -401,9 +262,8 @@ def fingerprint_cap(channel: ChannelConfig) -> int:
     from statechan.invariants.catalogue import cleanup_bound_ms, in_flight_bound_ms
 
     cap = max(channel.tombstone_delay_s * 1000, channel.session_timeout_ms, channel.unloading_timeout_ms) + 1
-    protocol = max(cap, 180_000 + channel.monitor_interval_s * 1000) + channel.in_flight_wait_ms
-    config = SimConfig(channel=channel)
-    return max(protocol, cleanup_bound_ms(config) + 1, in_flight_bound_ms(config) + 1)
+    protocol_cap = max(cap, 180_000 + channel.monitor_interval_s * 1000) + channel.in_flight_wait_ms
+    return max(protocol_cap, cleanup_bound_ms(channel) + 1, in_flight_bound_ms(channel) + 1)
 
 
 def checker_config(bounds: Bounds, store: StoreKind, variant: str | Variant) -> SimConfig:
@@ -418,12 +278,10 @@ def checker_config(bounds: Bounds, store: StoreKind, variant: str | Variant) -> 
     )
 
 
-def settled(cluster: Cluster, views_agree: bool = True, obs: Observation | None = None) -> bool:
+def settled(obs: Observation, views_agree: bool = True) -> bool:
     """Nothing waits to be delivered or run, no bundle is in flight in any running view, and the
     running brokers' views agree (unless ``views_agree`` is off, with ``views-converge`` left
-    out): where every fair run must get back to. Read from ``obs`` (the cluster's observation
-    now) when given."""
-    obs = obs if obs is not None else cluster.observe()
+    out): where every fair run must get back to."""
     if not obs.quiescent:
         return False
     views = [view for broker_id, view in obs.views.items() if broker_id in obs.started]
@@ -433,7 +291,7 @@ def settled(cluster: Cluster, views_agree: bool = True, obs: Observation | None 
     return not views_agree or all(view == views[0] for view in views[1:])
 
 
-def _differ(old: ServiceUnitStateData | None, new: ServiceUnitStateData | None) -> bool:
+def _differ(old: Rec | None, new: Rec | None) -> bool:
     """Whether two values a key held differ: not the very object, and not equal (told apart by
     version or state first, as most are: pydantic's ``__eq__`` compares every field)."""
     return old is not new and (
@@ -446,14 +304,12 @@ _Pair = tuple[str, str, bool]
 the table, so the coverage counts it apart from the table's edges)."""
 
 
-def _channel_transitions(
-    before: Mapping[str, ServiceUnitStateData], after: Mapping[str, ServiceUnitStateData]
-) -> list[_Pair]:
+def _channel_transitions(before: Mapping[str, Rec], after: Mapping[str, Rec]) -> list[_Pair]:
     """The transitions of the keys whose settled value a step changed (a deleted key is Init)."""
     if before is after:
         return []
     pairs = []
-    for key in sorted(before.keys() | after.keys()):
+    for key in sorted({*before.keys(), *after.keys()}):
         old, new = before.get(key), after.get(key)
         if _differ(old, new):
             pairs.append(
@@ -489,33 +345,23 @@ def resident_mb() -> float:
 Progress = Callable[[int, int, int, float], None]
 """Called now and then with (states, queue size, depth, seconds)."""
 
-Visitor = Callable[[Cluster, dict[str, int]], None]
+Visitor = Callable[[ClusterState, dict[str, int]], None]
 """Called once with each distinct state the search reaches and the budgets it has left, the first
 time (Stateright's ``visitor``): how a test or a tool sees what was explored without a second
 search."""
 
 
-_UNREWOUND = frozenset({"tick", "crash", "restart", "shutdown", "lose-session", "resign"})
-"""Budgets whose steps leave a copy :func:`~statechan.cluster.value.rewind` refuses."""
+_CLOCK_MOVING = frozenset({"tick", "crash", "restart", "shutdown", "lose-session", "resign"})
+"""Budgets whose steps move the clock or start or stop a broker: taken last in an expansion (the
+order changes no state's depth, only which of equally short runs is met first)."""
 
-_Live = tuple[Cluster, "Observation | None"]
-_Item = tuple[Value, int, Counter[str], "_Live | None"]
-"""A state to expand: its value, its clock, the budgets spent, and the stepped cluster itself
-(with its observation) when the expander kept it."""
-_Queued = tuple[int, Value, int, Counter[str], "_Live | None"]
+_Item = tuple[ClusterState, Counter[str], "Observation | None"]
+"""A state to expand: the state, the budgets spent, and its observation when the search has it."""
+_Queued = tuple[int, ClusterState, Counter[str], "Observation | None"]
 """A queued state: its node id and its :data:`_Item`."""
-
-SHELVED = 8
-"""How many unused copies the expander keeps for later expansions to rewind (:meth:`_Expander.shelve`):
-most states' siblings find one of their time there instead of a restore."""
 
 GC_YOUNGEST = 50_000
 """Allocations between two runs of the cycle collector's youngest generation during a search."""
-
-LIVE_KEPT = 4_096
-"""How many stepped clusters the expander keeps for the states waiting in the queue: each kept one
-is expanded without a restore (about a third of a state's time at the default bound); beyond
-these, states wait as values only, so the frontier's memory stays that of its values."""
 
 
 BEFORE_SEARCH = "model's own checks, before searching"
@@ -600,14 +446,15 @@ def check(
 
     if visitor is not None:
         visitor(root, bounds.budget())
-    root_key, root_value = expander.key_of(root, Counter())
+    root_key = expander.key_of(root, Counter())
+    root_obs = Observation(root, expander.setup)
     ids_of: dict[bytes, int] = {root_key: 0}
     nodes: list[Node] = [
-        Node(-1, None, (), 0, settled=settled(root, expander.agree), label=state_label(root) if keep_graph else "")
+        Node(-1, None, (), 0, settled=settled(root_obs, expander.agree), label=state_label(root) if keep_graph else "")
     ]
     if keep_graph:
         result.nodes = nodes
-    queue: deque[_Queued] = deque([(0, root_value, root.clock.now_ms(), Counter(), None)])
+    queue: deque[_Queued] = deque([(0, root, Counter(), root_obs)])
 
     def finish() -> CheckResult:
         result.reduced, result.por_blockers = expander.reduced, expander.blockers
@@ -629,15 +476,15 @@ def check(
 
     from statechan.invariants.catalogue import check as check_invariants
 
-    broken_at_start = check_invariants(root.observe(), ids)
+    broken_at_start = check_invariants(root_obs, ids)
     if broken_at_start:  # the initial state is a state within every bound (#21894 breaks it)
         fail(0, broken_at_start)
         return finish()
 
-    # a search makes many small containers that live until their state is expanded: the cycle
-    # collector's youngest generation, run every 700 allocations by default, took about 7 % of the
-    # time (copies nobody keeps have their cycles broken, so reference counting frees them); the
-    # search runs it less often, and puts the caller's setting back (workers inherit it)
+    # a search makes many small containers that live until their state is expanded, and none of
+    # them in a cycle: the cycle collector's youngest generation, run every 700 allocations by
+    # default, would find nothing to free; the search runs it less often, and puts the caller's
+    # setting back (workers inherit it)
     collector = gc.get_threshold()
     gc.set_threshold(max(collector[0], GC_YOUNGEST), *collector[1:])
     pool = _Pool(workers, bounds, store, variant, symmetry, ids, keep_graph, False, por) if workers > 1 else None
@@ -659,7 +506,7 @@ def check(
                     while queue:
                         job = queue.popleft()
                         inflight.append(job)
-                        yield job[1:], nodes[job[0]].depth
+                        yield (job[1], job[2], None), nodes[job[0]].depth
 
                 for expansion in pool.imap(jobs()):
                     item = inflight.popleft()
@@ -702,9 +549,9 @@ def check(
                     if step.broken:
                         fail(known, step.broken)
                         return finish()
-                    assert step.value is not None
+                    assert step.state is not None
                     assert step.spent is not None
-                    queue.append((known, step.value, step.now, step.spent, step.live))
+                    queue.append((known, step.state, step.spent, step.obs))
                     continue
                 node.successors.append((known, step.action, step.picks))
                 if step.own_checks and step.broken:
@@ -732,7 +579,6 @@ def check(
                 progress(len(nodes), len(queue), node.depth, now - started)
                 last_report = now
     finally:
-        expander.close(item[-1] for item in queue)
         gc.set_threshold(*collector)
         if pool is not None:
             pool.terminate()
@@ -770,19 +616,17 @@ class _Step:
     broken: list[Any] = field(default_factory=list)
     """The invariants the new state (or the step's answers) broke; checked where the state was
     new to the expander or the step gave answers."""
-    value: Value | None = None
-    """The state's own value, where it was new to the expander (for the queue)."""
-    now: int = 0
+    state: ClusterState | None = None
+    """The state it led to, where it was new to the expander (for the queue)."""
     spent: Counter[str] | None = None
-    """The budgets spent, with ``value`` (a default Counter would cost every step one)."""
+    """The budgets spent, with ``state`` (a default Counter would cost every step one)."""
+    obs: Observation | None = None
+    """The state's observation, unless the step gave answers (an observation holds the answers of
+    the step that led to it: the state's own has none)."""
     settled: bool = False
     label: str = ""
     ample: bool = False
     """In a worker: a delivery that is an ample set if its successor passes the cycle proviso."""
-    live: _Live | None = None
-    """The stepped cluster itself, kept for expanding the state later (no restore then), while
-    the expander keeps few enough of them; with its observation, unless the step gave answers
-    (an observation holds the answers of the step that led to it: the state's own has none)."""
 
 
 @dataclass
@@ -824,21 +668,23 @@ class _Expander:
 
     def __init__(
         self,
-        root: Cluster,
+        config: SimConfig,
         bounds: Bounds,
         fingerprint: Fingerprinter,
         ids: list[str],
         keep_graph: bool,
-        values: dict[bytes, Value] | None,
+        values: dict[bytes, tuple[Any, ...]] | None,
         por: bool = False,
     ) -> None:
+        self.config = config
+        self.setup = protocol.setup(config)
         self.por = por
         """Partial-order reduction: expand a state through one delivery where that is sound."""
         self.reduced = 0
         """States expanded through one delivery alone."""
         self.blockers: Counter[str] = Counter()
         """Why a candidate delivery was not taken alone, by reason (for tuning and the docs)."""
-        self.root = root
+        self.root = protocol.init(self.setup, trace=False).state
         self.bounds = bounds
         self.budget = bounds.budget()
         self.fingerprint = fingerprint
@@ -852,15 +698,11 @@ class _Expander:
         """The step invariants among ``ids`` (checked on every transition)."""
         self.keep_graph = keep_graph
         self.values = values
-        """Every key's canonical value, when fingerprints are verified."""
-        self.kept = 0
-        """Stepped clusters handed out with their states (``_Step.live``) and not yet expanded."""
+        """Every key's canonical form, when fingerprints are verified."""
         self._left: dict[tuple[int, ...], _Left] = {}
         self._totals, self._zeros = tuple(self.budget.values()), (0,) * len(self.budget)
         self._kinds: dict[type[Action], str | None] = {}
         """Each action type's budget (:func:`budget_kind`), by type."""
-        self.shelf: list[tuple[int, Cluster, Value]] = []
-        """Copies expansions left unused, with their time and value, oldest first (see :meth:`shelve`)."""
 
     def left(self, spent: Counter[str]) -> _Left:
         """What a state that has spent ``spent`` may still do, worked out once per combination of
@@ -871,30 +713,21 @@ class _Expander:
             out = frozenset(kind for kind, n in zip(self.budget, left, strict=True) if n <= 0)
             # ticks are listed even when spent: a spent tick budget marks the state's timers as cut
             unlisted = frozenset(
-                t
-                for t in (*_BUDGETED, Transfer, Split, Unload)
-                if (kind := _budget_of(t, self.bounds)) in out | {"off"} and kind != "tick"
+                t for t in (*BUDGETED, *_ADMIN_TYPES) if (kind := budget_of(t, self.bounds)) in out | {"off"} and kind != "tick"
             )
             found = self._left[left] = _Left(
                 dict(zip(self.budget, left, strict=True)), unlisted, out, budget_left(self.budget, spent)
             )
         return found
 
-    def unlisted(self, spent: Counter[str]) -> frozenset[type[Action]]:
-        """The kinds of action not worth listing from a state that has spent ``spent``: their
-        budget is spent, or the bounds leave them out (ticks are listed: a spent tick budget
-        marks the state's timers as cut)."""
-        return self.left(spent).unlisted
-
-    def key_of(self, cluster: Cluster, spent: Counter[str], left: bytes | None = None) -> tuple[bytes, Value]:
-        """The state's key (its fingerprint and the budgets left: ``left``, when known), and its own
-        (unrenamed) value."""
-        value, own, hashed = self.fingerprint.canonical(cluster)
+    def key_of(self, state: ClusterState, spent: Counter[str], left: bytes | None = None) -> bytes:
+        """The state's key: its fingerprint and the budgets left (``left``, when known)."""
+        hashed, context = self.fingerprint.canonical(state)
         left = left if left is not None else budget_left(self.budget, spent)
         key = self.fingerprint.digest(hashed) + left
-        if self.values is not None and self.values.setdefault(key, value) != value:
+        if self.values is not None and self.values.setdefault(key, state.canon(context)) != state.canon(context):
             raise FingerprintCollision(f"two different states share the fingerprint {key.hex()}")
-        return key, own
+        return key
 
     def expand(
         self,
@@ -912,25 +745,15 @@ class _Expander:
         ``depth_of`` gives a known state's depth: with it (one process), a state may be expanded
         through one delivery alone (partial-order reduction, :func:`_por_candidates`)."""
         check_invariants, check_step = self._check, self._check_step
-        frozen, at, spent, kept = item
-        live, observed = kept if kept is not None else (None, None)
-        bounds, budget = self.bounds, self.budget
-        if live is not None:
-            self.kept -= 1
+        state, spent, observed = item
+        bounds, budget, setup = self.bounds, self.budget, self.setup
         if bounds.depth is not None and depth >= bounds.depth:
-            if live is not None:
-                self.shelve((live, frozen))
             return _Expansion([], beyond=True)
-        cluster = live if live is not None else restore(frozen, at, self.root)
         expansion = _Expansion([])
         taken: list[tuple[Action, str | None]] = []
         budgets = self.left(spent)
         kinds = self._kinds
-        spare: Cluster | None = cluster
-        """The expanded copy, until a successor takes it."""
-        stale: tuple[Cluster, Value] | None = None
-        """A successor's copy nothing keeps, with its value: rewinding it is cheaper than a restore."""
-        for action in cluster.enabled_actions(budgets.unlisted):
+        for action in protocol.enabled(state, setup, budgets.unlisted):
             kind = kinds.get(type(action), "?")
             if kind == "?":
                 kind = kinds[type(action)] = budget_kind(action, bounds)
@@ -939,14 +762,11 @@ class _Expander:
                     expansion.timers_cut = True
                 continue
             taken.append((action, kind))
-        # the steps a copy cannot be rewound from (they move the clock or start or stop a broker)
-        # go last, so no sibling after them needs a restore; the order changes no state's
-        # depth, only which of equally short runs is met first
-        taken.sort(key=lambda pair: pair[1] in _UNREWOUND)
+        taken.sort(key=lambda pair: pair[1] in _CLOCK_MOVING)
         ready: dict[int, _PorCandidate] = {}
         """The candidates that may be ample sets, by their action's identity (it is ``taken``'s)."""
         if self.por and (depth_of is not None or not exact):
-            candidates = _por_candidates(cluster, taken, budget, spent, bounds, budgets.left)
+            candidates = _por_candidates(state, self.setup, taken, budget, spent, bounds, budgets.left)
             ready = {id(c.action): c for c in candidates if not c.reasons - {"tick-clock"}}
             for blocked in candidates:
                 if id(blocked.action) not in ready:
@@ -954,11 +774,9 @@ class _Expander:
             # the candidates go first: the first whose step passes the checks is the ample set
             if ready:
                 taken.sort(key=lambda pair: id(pair[0]) not in ready)
-        # what each successor is compared with (the step invariants, the edges it took): read
-        # now, as the expanded copy is stepped first
-        before = observed if observed is not None else cluster.observe()
+        before = observed if observed is not None else Observation(state, setup)
         for action, kind in taken:
-            reader = action.broker if isinstance(action, Deliver) else None
+            reader = broker_id(action.broker) if isinstance(action, Deliver) else None
             candidate = ready.get(id(action))
             # every sequence of placement picks the step can make, in lexicographic order: a plan
             # fixes a prefix, the choices after it take candidate 0, and each of those choices'
@@ -966,42 +784,23 @@ class _Expander:
             plans: list[list[int]] = [[]]
             while plans:
                 plan = plans.pop()
-                # the first successor takes the expanded copy itself; the others take a copy
-                # rewound, or else a restore
-                child = None
-                if spare is not None:
-                    child, spare = spare, None
-                else:
-                    # a sibling's copy, else one an earlier expansion left at this time: rewound to
-                    # this state (a sibling's that moved the clock may fit a later state: shelved)
-                    used, stale = stale, None
-                    if used is not None and not rewind(used[0], frozen, at, used[1]):
-                        self.shelve(used)
-                        used = None
-                    if used is None:
-                        used = self.unshelve(at)
-                        if used is not None and not rewind(used[0], frozen, at, used[1]):
-                            dispose(used[0])
-                            used = None
-                    if used is not None:
-                        child = used[0]
-                if child is None:
-                    child = restore(frozen, at, self.root)
-                child.plan = deque(plan)
-                trial = _por_before(child, candidate.action.broker) if candidate is not None else None
+                tape = iter(plan)
+
+                def choose(width: int, tape: Iterator[int] = tape) -> int:
+                    wanted = next(tape, 0)
+                    return wanted if wanted < width else 0
+
                 try:
-                    child.step(action)
+                    outcome = protocol.step(state, action, setup, choose, trace=False)
                 except ValueError:
                     expansion.steps.append(_Step(action, refused=True))
                     break
-                made = list(child.picks or ())
+                made = outcome.picks
                 for position in range(len(plan), len(made)):
-                    plans.extend([*made[:position], v] for v in range(child.widths[position] - 1, 0, -1))
+                    plans.extend([*made[:position], v] for v in range(outcome.widths[position] - 1, 0, -1))
+                child = outcome.state
                 step = _Step(action, tuple(made))
-                child.picks = []
-                child.trace.clear()
-                child.history.clear()
-                after = child.observe()
+                after = Observation(child, setup, outcome.answers)
                 step.pairs = _channel_transitions(before.channel, after.channel)
                 if reader is not None and reader in after.views:
                     # what the delivering broker's view took: after a compaction, edges no writer takes
@@ -1012,8 +811,8 @@ class _Expander:
                 if kind is not None:
                     child_spent = spent.copy()
                     child_spent[kind] += 1
-                step.key, own = self.key_of(child, child_spent, budgets.after(kind, child_spent, budget))
-                step.own_checks = bool(child.answers)
+                step.key = self.key_of(child, child_spent, budgets.after(kind, child_spent, budget))
+                step.own_checks = bool(outcome.answers)
                 if self.steps:
                     # a step invariant is the step's own (TLA+'s [A]_v): checked on every step,
                     # also one that leads back to a known state
@@ -1021,8 +820,8 @@ class _Expander:
                     step.own_checks = step.own_checks or bool(step.broken)
                 new = not known(step.key) and step.key not in fresh
                 ample = False
-                if candidate is not None and trial is not None:
-                    why = _por_after(trial, child, before, after, candidate, budget, spent, bounds, budgets.left)
+                if candidate is not None:
+                    why = _por_after(state, outcome, before, after, candidate, budget, spent, bounds, budgets.left)
                     if made:
                         why.append("placement")  # one pick of the delivery is not all of it
                     if not exact:
@@ -1041,84 +840,29 @@ class _Expander:
                             self.blockers.update(why)
                 if new:
                     fresh.add(step.key)
-                    step.settled = settled(child, self.agree, after)
+                    step.settled = settled(after, self.agree)
                     step.label = state_label(child) if self.keep_graph else ""
                     if visitor is not None:
                         visitor(child, {kind: budget[kind] - child_spent[kind] for kind in budget})
                     step.broken += check_invariants(after, self.ids)
-                    child.answers.clear()
-                    step.value = own
-                    step.now, step.spent = child.clock.now_ms(), child_spent
-                    if exact and self.kept < LIVE_KEPT:
-                        # nothing steps this cluster again before it is expanded: keep it, and
-                        # expanding the state needs no restore. A sibling still to come then takes
-                        # a restore instead of a rewind of it, which costs less than the restore
-                        # it saves later (measured: docs/benchmarks.md)
-                        step.live = (child, None if after.answers else after)
-                        self.kept += 1
-                elif child.answers:
+                    step.state, step.spent = child, child_spent
+                    step.obs = None if outcome.answers else after
+                elif outcome.answers:
                     # the answers a step gave are its own (not the state's): checked on every
                     # step that gives some, also one that leads back to a known state
                     step.broken += check_invariants(after, self.ids)
-                if step.live is None:
-                    if stale is None:
-                        stale = (child, own)  # rewound for the next successor, if one needs a copy
-                    else:
-                        self.shelve((child, own))
                 expansion.steps.append(step)
                 if exact and step.broken:
                     return expansion
                 if ample:
                     # the ample set is this delivery alone: the candidates tried before it are not in it
-                    for other in expansion.steps[:-1]:
-                        if other.live is not None:
-                            dispose(other.live[0])
-                            self.kept -= 1
                     expansion.steps = [step]
                     self.reduced += 1
-                    if stale is not None:
-                        self.shelve(stale)
                     return expansion
-        if stale is not None:
-            self.shelve(stale)
-        if spare is not None:
-            self.shelve((spare, frozen))  # nothing was enabled: the expanded copy itself is left
         return expansion
 
-    def close(self, kept: Iterable[_Live | None] = ()) -> None:
-        """Free the copies the search no longer needs (shelved, or ``kept`` for states it will not
-        expand) at once: left to the cycle collector, the first collection after the search (its
-        threshold back to the caller's) would find them."""
-        for _, cluster, _ in self.shelf:
-            dispose(cluster)
-        self.shelf.clear()
-        for live in kept:
-            if live is not None:
-                dispose(live[0])
 
-    def shelve(self, copy: tuple[Cluster, Value]) -> None:
-        """Keep a copy nothing needs (with its value) for a later expansion to rewind, in place of
-        a restore: rewinding from another state of the same time and brokers costs less. Only on
-        the system topic: on the metadata store an observation's ``born`` reads the nodes'
-        creation zxids, which the value leaves out, so a copy with another state's history could
-        show a lifetime beginning where the parent's observation saw none (within one expansion
-        every copy is the parent's own cluster or a restore, whose zxids are 0: never later)."""
-        if copy[0].storage is not StorageType.SystemTopic:
-            dispose(copy[0])
-            return
-        if len(self.shelf) >= SHELVED:
-            dispose(self.shelf.pop(0)[1])
-        self.shelf.append((copy[0].clock.now_ms(), *copy))
-
-    def unshelve(self, now: int) -> tuple[Cluster, Value] | None:
-        """The copy shelved last at the time ``now`` (:func:`rewind` takes no other to a state then)."""
-        shelf = self.shelf
-        for index in range(len(shelf) - 1, -1, -1):
-            if shelf[index][0] == now:
-                _, cluster, value = shelf.pop(index)
-                return cluster, value
-        return None
-
+_ADMIN_TYPES: tuple[type[Action], ...] = (Transfer, Split, Unload)
 
 _WORKER: list[_Expander] = []
 """A worker process's expander (set when the pool starts it)."""
@@ -1136,10 +880,8 @@ def _expander(
 ) -> _Expander:
     """The search's expander, from the root state of ``bounds`` (the same in every worker)."""
     config = checker_config(bounds, store, variant)
-    root = Cluster(config, picks=[])
-    root.trace.clear()
-    fingerprint = Fingerprinter(bounds.brokers, fingerprint_cap(config.channel), symmetry)
-    return _Expander(root, bounds, fingerprint, ids, keep_graph, {} if verify else None, por)
+    fingerprint = Fingerprinter(bounds.brokers, fingerprint_cap(config.channel), symmetry, store is StoreKind.both)
+    return _Expander(config, bounds, fingerprint, ids, keep_graph, {} if verify else None, por)
 
 
 def _start_worker(*args: Any) -> None:
@@ -1150,19 +892,22 @@ def _start_worker(*args: Any) -> None:
 _PRODUCED: set[bytes] = set()
 """The keys this worker has produced. The first time the search meets a key, in the order states
 were queued, it is new to the worker that meets it (a worker takes its states in that order), so a
-worker need not capture or check a state it produced before: the search knows it by then."""
+worker need not check a state it produced before: the search knows it by then."""
 
 
 def _expand_in_worker(job: tuple[_Item, int]) -> _Expansion:
     item, depth = job
     expander = _WORKER[0]
     if not expander.por:
-        return expander.expand(item, depth, _PRODUCED.__contains__, None, _PRODUCED, exact=False)
-    # with the reduction, the merge may drop any successor but the ample one, so a state this
-    # worker produced before may still be new to the search: every successor comes with its value
-    expander.blockers = Counter()
-    expansion = expander.expand(item, depth, _NOTHING.__contains__, None, set(), exact=False)
-    expansion.blockers = expander.blockers
+        expansion = expander.expand(item, depth, _PRODUCED.__contains__, None, _PRODUCED, exact=False)
+    else:
+        # with the reduction, the merge may drop any successor but the ample one, so a state this
+        # worker produced before may still be new to the search: every successor comes with its state
+        expander.blockers = Counter()
+        expansion = expander.expand(item, depth, _NOTHING.__contains__, None, set(), exact=False)
+        expansion.blockers = expander.blockers
+    for step in expansion.steps:
+        step.obs = None  # an observation's cached parts are not worth sending back
     return expansion
 
 
@@ -1277,28 +1022,243 @@ def _liveness(result: CheckResult, nodes: list[Node]) -> None:
     result.lasso = len(path) + start if start >= 0 else -1
 
 
+# -- partial-order reduction -----------------------------------------------------------------------
+# A state's ample set is one delivery, Deliver(b), where the conditions below show it persistent (no
+# action outside it that depends on it can happen before it: C1), unable to hide a broken state or
+# step invariant (C2, in the form safety needs), and its successor new or one level deeper (C3, the
+# proviso of a breadth-first search). The argument, condition by condition: docs/por.md.
+
+
+def _por_applies(bounds: Bounds, store: StoreKind) -> bool:
+    """Where the reduction is argued: the system topic alone (a store notification re-reads its
+    node, so it depends on every write to it), with timely delivery (which bounds the ticks that
+    can come before a delivery)."""
+    return store is StoreKind.system_topic and bounds.timely_delivery_ms is not None
+
+
+@dataclass
+class _PorCandidate:
+    """A delivery that may be a state's ample set, with what keeps it from being one (read off the
+    state before it is taken) and the latest the clock can read before it is taken."""
+
+    action: Deliver
+    reasons: set[str]
+    latest: int
+
+
+_CLOCK_RISKS = frozenset({TimerKind.cleanup, TimerKind.cleanup_recheck, TimerKind.session_expiry, TimerKind.shutdown_complete})
+
+
+def _por_candidates(
+    state: ClusterState,
+    setup: protocol.Setup,
+    taken: list[tuple[Action, str | None]],
+    budget: dict[str, int],
+    spent: Counter[str],
+    bounds: Bounds,
+    left: Mapping[str, int] | None = None,
+) -> list[_PorCandidate]:
+    """Each enabled delivery, with the reasons (read off the state) it cannot be the ample set.
+    ``tick-clock`` is dropped later if the delivery leaves a task (so it never ends the backlog).
+    ``left``: the budgets left (``budget`` less ``spent``), when the caller has them."""
+    deliveries = [a for a, _ in taken if isinstance(a, Deliver)]
+    if not deliveries:
+        return []
+    if left is None:
+        left = {kind: budget[kind] - spent.get(kind, 0) for kind in budget}
+    common = {kind for kind in ("compact", "shutdown", "lose-session", "resign") if left[kind] > 0}
+    # a crash of the delivering broker disables the delivery, but absorbs it: a dead broker's view is
+    # not in the state, so crash(deliver(x)) = crash(x) and the reduced search reaches every state after it
+    brokers = state.brokers
+    if any(b.alive and not b.client.connected and not b.client.closed for b in brokers):
+        common.add("reconnect")
+    now = state.now
+    work_since = state.work_since
+    dead = {b.id for b in brokers if not b.alive}
+    restart_possible = left["restart"] > 0 and bool(dead)
+    # Ticks that may fire before the delivery: the timers due within the timely-delivery bound of
+    # when the backlog began (it cannot end while the delivery waits), whichever broker's fires first
+    # among those due together (Tick(b) or Tick()), and those a notification or a restart may schedule
+    # at once (a new leader's monitor, a clean-up). Such a tick commutes with the delivery if its timer
+    # is another broker's and the delivering broker cannot come to lead (its monitor and clean-up read
+    # and flush its view); and, unless the delivery leaves a task behind (so it never ends the
+    # backlog), if no tick moves the clock past when the backlog began.
+    tick_own: set[int] = set()
+    tick_leader: set[int] = set()
+    clock_risk = False
+    latest = now
+    timely = bounds.timely_delivery_ms
+    if left["tick"] > 0 and timely is not None:
+        began = work_since if work_since is not None else now
+        slack = began + timely
+        window = [t for t in state.timers if t.due <= slack]
+        leader_events: set[int] = set()
+        deletions = False
+        for b in brokers:
+            if not b.alive:
+                continue
+            for event in b.client.queue:
+                if isinstance(event, SessionEvent) or event[1] == LEADER_PATH:
+                    leader_events.add(b.id)
+                elif isinstance(event[1], int) and event[0] is NodeEvent.Deleted:
+                    deletions = True
+        elected = state.leader
+        leader = None if elected is None or elected[1] else elected[0]
+        restart_leads = restart_possible and (elected is None or leader in dead)
+        if window or (slack >= now and (leader_events or deletions or restart_leads)):
+            latest = max(now, slack)
+            unregistered = any(b.id not in state.store.registry for b in brokers)
+            clock_risk = (
+                began != now
+                or any(t.due != now for t in window)
+                or any(t.kind in _CLOCK_RISKS for t in window)
+                or deletions
+                or (unregistered and bool(window or leader_events or restart_leads))
+            )
+            expiring = any(t.kind is TimerKind.session_expiry for t in window)
+            for b in brokers:
+                if any(t.broker == b.id and t.kind is not TimerKind.session_expiry for t in window):
+                    tick_own.add(b.id)
+                if (
+                    elected is None
+                    or leader == b.id
+                    or b.leader_view == (b.id, False)
+                    or b.id in leader_events
+                    or expiring
+                ):
+                    tick_leader.add(b.id)
+    if work_since is not None and work_since != now and (left["lookup"] > 0 or left["admin"] > 0 or restart_possible):
+        common.add("work-since")  # the delivery may end the backlog, a lookup start a new one later
+    out: list[_PorCandidate] = []
+    for action in deliveries:
+        i = broker_id(action.broker)
+        reasons = set(common)
+        if i in tick_own:
+            reasons.add("tick-own-timer")
+        if i in tick_leader:
+            reasons.add("tick-leader")
+        if clock_risk:
+            reasons.add("tick-clock")  # dropped if the delivery leaves a task (see _por_after)
+        if any(isinstance(e, SessionEvent) for e in brokers[i].client.queue):
+            reasons.add("session-event")  # a re-established session flushes the view
+        out.append(_PorCandidate(action, reasons, latest))
+    return out
+
+
+def _por_after(
+    parent: ClusterState,
+    outcome: protocol.Outcome,
+    before: Observation,
+    after: Observation,
+    candidate: _PorCandidate,
+    budget: dict[str, int],
+    spent: Counter[str],
+    bounds: Bounds,
+    left: Mapping[str, int] | None = None,
+) -> list[str]:
+    """The reasons the delivery, now taken, cannot be the ample set (what it did decides).
+    ``left``: the budgets left before it (``budget`` less ``spent``), when the caller has them."""
+    from statechan.invariants.catalogue import cleanup_bound_ms, in_flight_bound_ms
+
+    child = outcome.state
+    i = broker_id(candidate.action.broker)
+    had = parent.brokers[i].tasks
+    tasks = child.brokers[i].tasks
+    why: list[str] = []
+    leaves_task = len(tasks) != len(had) or any(not _same_task(a, b) for a, b in zip(tasks, had, strict=True))
+    if "tick-clock" in candidate.reasons and not leaves_task:
+        why.append("tick-clock")  # it may end the backlog, and a tick after it start a new one later
+    if after.answers:
+        why.append("answers")  # a lookup answer is a step the invariants check
+    if before.pending_unloads.get(i) != after.pending_unloads.get(i):
+        why.append("unload")  # an unload reported done: unload-completion-matches judges this very step
+    served, serving = before.serving.get(i, frozenset()), after.serving.get(i, frozenset())
+    if not serving >= served:
+        # single-owner reads the owned sets: a claim given up could end a breach the search has not
+        # yet seen (a claim taken cannot: a breach stays a breach)
+        why.append("owned-set")
+    elif serving != served:
+        # a claim taken changes the broker's load, which placement reads when the last report is 30 s old
+        loads_at = child.loads_at
+        if loads_at < 0 or candidate.latest - loads_at >= protocol.LOAD_REPORT_INTERVAL_MS:
+            why.append("loads")
+    old_view, new_view = before.views.get(i, {}), after.views.get(i, {})
+    changed = {k for k in old_view.keys() | new_view.keys() if _differ(old_view.get(k), new_view.get(k))}
+    for key in changed:
+        old, new = old_view.get(key), new_view.get(key)
+        if old is not None and new is not None and new.version_id <= old.version_id:
+            # a view's step to a lower or equal version is judged by the step invariants against the
+            # channel's settled value, which writes before the delivery could change: only a step up
+            # in version is judged alike wherever the delivery is taken
+            why.append("step-version")
+            break
+    if changed and candidate.latest > child.now:
+        # ticks may move the clock before the delivery: the entry it replaces must not come due meanwhile
+        # (orphan-cleaned and in-flight-completes read the time; the delivery could hide a breach)
+        channel = before.channel_config
+        setup = before.setup
+        since = child.leader_since if child.leader_since is not None else child.now
+        for key in changed:
+            was = old_view.get(key)
+            if was is None:
+                continue
+            if was.state in setup.in_flight and candidate.latest - max(was.timestamp, since) > in_flight_bound_ms(
+                channel
+            ):
+                why.append("deadline")
+            if was.state in setup.active and child.unregistered_at and candidate.latest - since > cleanup_bound_ms(channel) - 1:
+                why.append("deadline")
+    accepted = any(broker == i for broker, _ in outcome.handled)
+    if changed or leaves_task or accepted:
+        if left is None:
+            left = {kind: budget[kind] - spent.get(kind, 0) for kind in budget}
+        if left["lookup"] > 0:
+            why.append("lookup")  # a lookup at this broker of this key would see the difference
+        if left["admin"] > 0 and any(
+            v is not None and v.state is ServiceUnitState.Owned
+            for k in changed
+            for v in (old_view.get(k), new_view.get(k))
+        ):
+            why.append("admin")
+        for task in had:
+            # a split reads its parent and children in the view, an assignment its bundle
+            reads = {task.key} if task.kind in (TaskKind.assign, TaskKind.split) else set()
+            if task.kind is TaskKind.split and task.data is not None:
+                reads |= {c.key for c in protocol._children(task.key, task.data)}
+            if reads & changed:
+                why.append("task-reads-view")
+                break
+    return why
+
+
+def _same_task(one: Task, other: Task) -> bool:
+    """Two queued tasks alike (what they do, not the writes they wait on)."""
+    return one is other or (
+        one.kind is other.kind and one.key == other.key and one.data == other.data and one.target == other.target
+    )
+
+
 # -- a picture of a small explored graph ---------------------------------------------------------
 _LETTER = {"Init": "I", "Free": "F", "Owned": "O", "Assigning": "A", "Releasing": "R", "Splitting": "S", "Deleted": "D"}
 
 
-def state_label(cluster: Cluster) -> str:
+def state_label(state: ClusterState) -> str:
     """Each running broker's view of each key, short: ``b1: O2 | b2: A2`` (state letter, then the
     destination broker's number), ``-`` where a view holds nothing, ``x`` for a broker down."""
-    keys = sorted({key for broker in cluster.brokers.values() for key in broker.view.data()})
+    keys = sorted({key for broker in state.brokers for key in broker.view.items})
     parts = []
-    for name, broker in sorted(cluster.brokers.items()):
-        number = _BROKER.sub(lambda m: m.group(1), name)
+    for broker in sorted(state.brokers, key=lambda b: broker_name(b.id)):
+        number = broker.id + 1
         if not broker.alive:
             parts.append(f"b{number}: x")
             continue
-        data = broker.view.data()
         cells = []
         for key in keys:
-            value = data.get(key)
+            value = broker.view.get(key)
             if value is None:
                 cells.append("-")
             else:
-                dst = _BROKER.sub(lambda m: m.group(1), value.dst_broker or "")
+                dst = "" if value.dst_broker is None else str(value.dst_broker + 1)
                 cells.append(_LETTER.get(value.state.name, "?") + dst)
         parts.append(f"b{number}: {' '.join(cells) or '-'}")
     return " | ".join(parts)
@@ -1356,215 +1316,3 @@ def _action_label(action: Action) -> str:
     return re.sub(r"[\w-]+/[\w-]+/", "", text).replace('"', "'")
 
 
-# -- partial-order reduction -----------------------------------------------------------------------
-# A state's ample set is one delivery, Deliver(b), where the conditions below show it persistent (no
-# action outside it that depends on it can happen before it: C1), unable to hide a broken state or
-# step invariant (C2, in the form safety needs), and its successor new or one level deeper (C3, the
-# proviso of a breadth-first search). The argument, condition by condition: docs/por.md.
-
-
-def _por_applies(bounds: Bounds, store: StoreKind) -> bool:
-    """Where the reduction is argued: the system topic alone (a store notification re-reads its
-    node, so it depends on every write to it), with timely delivery (which bounds the ticks that
-    can come before a delivery)."""
-    return store is StoreKind.system_topic and bounds.timely_delivery_ms is not None
-
-
-@dataclass
-class _PorCandidate:
-    """A delivery that may be a state's ample set, with what keeps it from being one (read off the
-    state before it is taken) and the latest the clock can read before it is taken."""
-
-    action: Deliver
-    reasons: set[str]
-    latest: int
-
-
-def _por_candidates(
-    cluster: Cluster,
-    taken: list[tuple[Action, str | None]],
-    budget: dict[str, int],
-    spent: Counter[str],
-    bounds: Bounds,
-    left: Mapping[str, int] | None = None,
-) -> list[_PorCandidate]:
-    """Each enabled delivery, with the reasons (read off the state) it cannot be the ample set.
-    ``tick-clock`` is dropped later if the delivery leaves a task (so it never ends the backlog).
-    ``left``: the budgets left (``budget`` less ``spent``), when the caller has them."""
-    deliveries = [a for a, _ in taken if isinstance(a, Deliver)]
-    if not deliveries:
-        return []
-    if left is None:
-        left = {kind: budget[kind] - spent.get(kind, 0) for kind in budget}
-    common = {kind for kind in ("compact", "shutdown", "lose-session", "resign") if left[kind] > 0}
-    # a crash of the delivering broker disables the delivery, but absorbs it: a dead broker's view is
-    # not in the state, so crash(deliver(x)) = crash(x) and the reduced search reaches every state after it
-    brokers = list(cluster.brokers.values())
-    if any(b.alive and not b.client.connected and not b.client.closed for b in brokers):
-        common.add("reconnect")
-    now = cluster.clock.now_ms()
-    work_since = cluster._work_since
-    dead = [b.id for b in brokers if not b.alive]
-    restart_possible = left["restart"] > 0 and bool(dead)
-    # Ticks that may fire before the delivery: the timers due within the timely-delivery bound of
-    # when the backlog began (it cannot end while the delivery waits), whichever broker's fires first
-    # among those due together (Tick(b) or Tick()), and those a notification or a restart may schedule
-    # at once (a new leader's monitor, a clean-up). Such a tick commutes with the delivery if its timer
-    # is another broker's and the delivering broker cannot come to lead (its monitor and clean-up read
-    # and flush its view); and, unless the delivery leaves a task behind (so it never ends the
-    # backlog), if no tick moves the clock past when the backlog began.
-    tick_own: set[str] = set()
-    tick_leader: set[str] = set()
-    clock_risk = False
-    latest = now
-    timely = bounds.timely_delivery_ms
-    if left["tick"] > 0 and timely is not None:
-        began = work_since if work_since is not None else now
-        slack = began + timely
-        window = [t for t in cluster.live_timers(ordered=False) if t.due <= slack]
-        leader_events: set[str] = set()
-        deletions = False
-        for b in brokers:
-            if not b.alive:
-                continue
-            for event in b.client._queue:
-                if isinstance(event, SessionEvent) or event.path == LEADER:
-                    leader_events.add(b.id)
-                elif event.path.startswith(REGISTRY + "/") and event.event is NodeEvent.Deleted:
-                    deletions = True
-        leader = cluster.leader()
-        restart_leads = restart_possible and (leader is None or leader in dead)
-        if window or (slack >= now and (leader_events or deletions or restart_leads)):
-            latest = max(now, slack)
-            unregistered = any(not cluster.registered(b.id) for b in brokers)
-            clock_risk = (
-                began != now
-                or any(t.due != now for t in window)
-                or any(t.kind in ("cleanup", "cleanup-recheck", "session-expiry", "shutdown-complete") for t in window)
-                or deletions
-                or (unregistered and bool(window or leader_events or restart_leads))
-            )
-            expiring = any(t.kind == "session-expiry" for t in window)
-            for b in brokers:
-                if any(t.broker == b.id and t.kind != "session-expiry" for t in window):
-                    tick_own.add(b.id)
-                if leader is None or leader == b.id or b.leader_view == b.id or b.id in leader_events or expiring:
-                    tick_leader.add(b.id)
-    if work_since is not None and work_since != now and (left["lookup"] > 0 or left["admin"] > 0 or restart_possible):
-        common.add("work-since")  # the delivery may end the backlog, a lookup start a new one later
-    out: list[_PorCandidate] = []
-    for action in deliveries:
-        broker = cluster.brokers[action.broker]
-        reasons = set(common)
-        if action.broker in tick_own:
-            reasons.add("tick-own-timer")
-        if action.broker in tick_leader:
-            reasons.add("tick-leader")
-        if clock_risk:
-            reasons.add("tick-clock")  # dropped if the delivery leaves a task (see _por_after)
-        if any(isinstance(e, SessionEvent) for e in broker.client._queue):
-            reasons.add("session-event")  # a re-established session flushes the view
-        out.append(_PorCandidate(action, reasons, latest))
-    return out
-
-
-@dataclass
-class _PorBefore:
-    """What the delivering broker holds before the delivery (read on the copy it steps)."""
-
-    tasks: list[Any]
-    handled: int
-    """Records its handler has taken: a record the view accepts calls it, even if the value held stays."""
-
-
-def _por_before(cluster: Cluster, broker_id: str) -> _PorBefore:
-    broker = cluster.brokers[broker_id]
-    return _PorBefore(list(broker.tasks), sum(broker.handled.values()))
-
-
-def _por_after(
-    trial: _PorBefore,
-    child: Cluster,
-    before: Observation,
-    after: Observation,
-    candidate: _PorCandidate,
-    budget: dict[str, int],
-    spent: Counter[str],
-    bounds: Bounds,
-    left: Mapping[str, int] | None = None,
-) -> list[str]:
-    """The reasons the delivery, now taken, cannot be the ample set (what it did decides).
-    ``left``: the budgets left before it (``budget`` less ``spent``), when the caller has them."""
-    broker_id = candidate.action.broker
-    broker = child.brokers[broker_id]
-    why: list[str] = []
-    tasks = list(broker.tasks)
-    leaves_task = len(tasks) > len(trial.tasks) or tasks[: len(trial.tasks)] != trial.tasks
-    if "tick-clock" in candidate.reasons and not leaves_task:
-        why.append("tick-clock")  # it may end the backlog, and a tick after it start a new one later
-    if after.answers:
-        why.append("answers")  # a lookup answer is a step the invariants check
-    if before.pending_unloads.get(broker_id) != after.pending_unloads.get(broker_id):
-        why.append("unload")  # an unload reported done: unload-completion-matches judges this very step
-    served, serving = before.serving.get(broker_id, set()), after.serving.get(broker_id, set())
-    if not serving >= served:
-        # single-owner reads the owned sets: a claim given up could end a breach the search has not
-        # yet seen (a claim taken cannot: a breach stays a breach)
-        why.append("owned-set")
-    elif serving != served:
-        # a claim taken changes the broker's load, which placement reads when the last report is 30 s old
-        loads_at = child._loads_at
-        if loads_at < 0 or candidate.latest - loads_at >= child.LOAD_REPORT_INTERVAL_MS:
-            why.append("loads")
-    old_view, new_view = before.views.get(broker_id, {}), after.views.get(broker_id, {})
-    changed = {k for k in old_view.keys() | new_view.keys() if _differ(old_view.get(k), new_view.get(k))}
-    for key in changed:
-        old, new = old_view.get(key), new_view.get(key)
-        if old is not None and new is not None and new.version_id <= old.version_id:
-            # a view's step to a lower or equal version is judged by the step invariants against the
-            # channel's settled value, which writes before the delivery could change: only a step up
-            # in version is judged alike wherever the delivery is taken
-            why.append("step-version")
-            break
-    if changed and candidate.latest > child.clock.now_ms():
-        # ticks may move the clock before the delivery: the entry it replaces must not come due meanwhile
-        # (orphan-cleaned and in-flight-completes read the time; the delivery could hide a breach)
-        from statechan.invariants.catalogue import cleanup_bound_ms, in_flight_bound_ms
-
-        config, model = child.config, child.model
-        since = child.leader_since if child.leader_since is not None else child.clock.now_ms()
-        for key in changed:
-            was = old_view.get(key)
-            if was is None:
-                continue
-            if was.state in model.in_flight and candidate.latest - max(was.timestamp, since) > in_flight_bound_ms(
-                config
-            ):
-                why.append("deadline")
-            if (
-                was.state in model.active
-                and child.unregistered_at
-                and candidate.latest - since > cleanup_bound_ms(config) - 1
-            ):
-                why.append("deadline")
-    accepted = sum(broker.handled.values()) > trial.handled
-    if changed or leaves_task or accepted:
-        if left is None:
-            left = {kind: budget[kind] - spent.get(kind, 0) for kind in budget}
-        if left["lookup"] > 0:
-            why.append("lookup")  # a lookup at this broker of this key would see the difference
-        if left["admin"] > 0 and any(
-            v is not None and v.state is ServiceUnitState.Owned
-            for k in changed
-            for v in (old_view.get(k), new_view.get(k))
-        ):
-            why.append("admin")
-        for task in trial.tasks:
-            # a split reads its parent and children in the view, an assignment its bundle
-            reads = {task.key} if task.kind in ("assign", "split") else set()
-            if task.kind == "split" and task.data is not None:
-                reads |= {c.key for c in _children(task.key, task.data)}
-            if reads & changed:
-                why.append("task-reads-view")
-                break
-    return why

@@ -436,7 +436,7 @@ def simulate_command(
         summary.violations.extend(history)
     if trace is not None:
         _write_trace(simulation.cluster, trace)
-    simulation.cluster.store.close()
+    simulation.cluster.close()
     if save_run is not None:
         with atomic_output(save_run) as partial:
             write_run(partial, config, simulation.cluster.history, note=f"statechan simulate --seed {seed}")

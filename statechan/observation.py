@@ -1,110 +1,214 @@
-"""What the invariants see of a cluster at one step: the observation type every engine produces
-and the catalogue reads. It holds values only (no broker, store or simulator object), so the
-catalogue can import it without the simulator."""
+"""What the invariants see of a cluster at one step: its state (:mod:`statechan.cluster.state`) and
+the lookup answers the step gave, read through the accessors the catalogue uses. Nothing is copied:
+each accessor reads the state (immutable, so an engine can keep an observation and compare the next
+one with it), worked out on first use and kept."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Generic, TypeVar, overload
 
-from statechan.values import ServiceUnitStateData
+from statechan.cluster.config import ChannelConfig, SimConfig
+from statechan.cluster.protocol import Setup, channel_values, quiescent, setup, syncer_differences
+from statechan.cluster.state import ChannelState, ClusterState, Elected, LookupAnswer, Rec
+from statechan.states import StorageType
 
-if TYPE_CHECKING:
-    from statechan.cluster.config import SimConfig
+__all__ = ["LookupAnswer", "Observation"]
 
-
-@dataclass(frozen=True)
-class LookupAnswer:
-    """What a broker answered a client: an owner, nobody (``owner`` None), or an error."""
-
-    time: int
-    broker: str
-    bundle: str
-    owner: str | None
-    error: str | None
-    owner_registered: bool
-    deferred: bool
-    redirect: bool = False
-    """An in-flight bundle's destination, given at once without the active-owner check (Pulsar
-    redirects clients early so the source never blocks); not an ownership answer."""
-    unchecked: bool = False
-    """Answered by a disabled channel (a broker shutting down gracefully, #24770): the stored owner
-    with no liveness check, by design, so a client is sent on rather than refused while the
-    broker's bundles move away; the exception lookup-answers-live-owner makes."""
+T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+class lazy(Generic[T]):  # noqa: N801 - used as a decorator, like property
+    """An accessor worked out on first use and kept in the instance (``functools.cached_property``
+    without its lock: an observation is read by one thread, and the lock cost a tenth of a check)."""
+
+    def __init__(self, compute: Callable[[Any], T]) -> None:
+        self.compute = compute
+        self.name = compute.__name__
+        self.__doc__ = compute.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> lazy[T]: ...
+    @overload
+    def __get__(self, obj: object, owner: type) -> T: ...
+    def __get__(self, obj: object, owner: type) -> T | lazy[T]:
+        if obj is None:
+            return self
+        value = self.compute(obj)
+        obj.__dict__[self.name] = value
+        return value
+
+
 class Observation:
-    """A cluster as the invariants see it at one step: values only, none of which changes after
-    (its views are copies), so an engine can keep it and compare the next one with it."""
+    """A cluster's state as the invariants see it at one step, with the answers of that step.
+    Brokers are ids (``0`` is ``broker-1:8080``); views, serving sets and the like list the
+    running brokers only."""
 
-    time: int
-    step: int
-    views: dict[str, Mapping[str, ServiceUnitStateData]]
-    serving: dict[str, set[str]]
-    started: set[str]
-    connected: set[str]
-    registered: set[str]
-    unregistered_at: dict[str, int]
-    leader: str | None
-    leader_since: int | None
-    """Since when the elected leader has been running, connected and acting (None: no such leader)."""
-    acting_leaders: set[str]
-    answers: tuple[LookupAnswer, ...]
-    """The lookup answers the last step gave (every answer is in one step's observation)."""
-    bundles: frozenset[str]
-    quiescent: bool
-    config: SimConfig
-    syncer_differences: int | None
-    timers_overdue: bool = False
-    """A timer's due time has passed without it firing (after a ``wait``): time bounds do not apply."""
-    departed: frozenset[str] = frozenset()
-    """Brokers whose graceful shutdown completed (and that have not started again)."""
-    failed_splits: frozenset[str] = frozenset()
-    """Parents whose split gave up after its retries (left Splitting for the leader, as in Pulsar)."""
-    channel: Mapping[str, ServiceUnitStateData] = field(default_factory=dict)
-    """The channel's settled value per key (a key it holds nothing for is absent): on the system
-    topic what a reader of the whole log holds, on the metadata store the node. The truth the
-    views follow, and what the step invariants compare from one observation to the next."""
-    born: Mapping[str, int] = field(default_factory=dict)
-    """Per key in ``channel``, where its current lifetime began (the offset of the first record
-    after nothing on the topic, the node's creation zxid on the store): a history variable, so
-    two observations tell whether the key was deleted between them."""
-    deleted: frozenset[str] = frozenset()
-    """Keys with a Deleted settled in their current lifetime (a history variable: on the topic,
-    from the log; on the store, the node holds Deleted, its only way out being its removal)."""
-    incarnations: Mapping[str, int] = field(default_factory=dict)
-    """Each running broker's incarnation: a view restarted between two observations starts afresh."""
-    pending_lookups: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-    """Per running broker, the lookups it has deferred and not answered yet: key -> when deferred."""
-    pending_unloads: Mapping[str, Mapping[str, tuple[str | None, str | None]]] = field(default_factory=dict)
-    """Per running broker, the admin unloads it issued and has not seen complete: key -> (the
-    owner it unloads, the destination of a transfer or None)."""
-    positions: Mapping[str, int] = field(default_factory=dict)
-    """Per running broker on the system topic, its reader's position (the next offset it reads): a
-    view that moves past a key's ``born`` in one step crossed that key's deletion."""
-    registered_since: Mapping[str, int] = field(default_factory=dict)
-    """Per registered broker, when its registry node was last written (created, or taken over by a
-    restart): how long the registry has named it without a break."""
+    def __init__(self, state: ClusterState, setup: Setup, answers: Iterable[LookupAnswer] = ()) -> None:
+        self.state = state
+        self.setup = setup
+        self.answers: tuple[LookupAnswer, ...] = tuple(answers)
+        """The lookup answers the step gave (every answer is in one step's observation)."""
 
     @classmethod
-    def of(cls, **fields: Any) -> Observation:
-        """The same observation as the constructor's, built without the frozen dataclass's
-        ``object.__setattr__`` per field (a third of the time of an observation, and the model
-        checker makes one a transition). Every field must be given."""
-        return cls.from_dict(fields)
-
-    @classmethod
-    def from_dict(cls, fields: dict[str, Any]) -> Observation:
-        """:meth:`of` from a dict of every field, which the observation takes as its own (the
-        caller keeps no reference to it): a dict display is built at once, keywords one by one."""
-        if fields.keys() != _FIELDS:
-            wrong = sorted((_FIELDS - fields.keys()) | (fields.keys() - _FIELDS))
-            raise TypeError(f"Observation.of needs every field, and only those: {', '.join(wrong)}")
-        obs: Observation = object.__new__(cls)
-        object.__setattr__(obs, "__dict__", fields)
+    def of(cls, config: SimConfig, **fields: Any) -> Observation:
+        """An observation made of the values given (a hand-made one, for testing an invariant):
+        each accessor named in ``fields`` answers its value; the others need a state."""
+        obs = cls(None, setup(config))  # type: ignore[arg-type]
+        obs.__dict__.update(fields)
         return obs
 
+    def replace(self, **fields: Any) -> Observation:
+        """This observation with the accessors named in ``fields`` answering those values."""
+        obs = Observation(self.state, self.setup, self.answers)
+        obs.__dict__.update({k: v for k, v in self.__dict__.items() if k not in ("state", "setup")})
+        obs.__dict__.update(fields)
+        return obs
 
-_FIELDS = frozenset(f.name for f in fields(Observation))
+    @property
+    def config(self) -> SimConfig:
+        return self.setup.config
+
+    @property
+    def channel_config(self) -> ChannelConfig:
+        return self.setup.channel
+
+    @property
+    def storage(self) -> StorageType:
+        return self.setup.storage
+
+    @lazy
+    def time(self) -> int:
+        return self.state.now
+
+    @lazy
+    def running(self) -> tuple[int, ...]:
+        return tuple(b.id for b in self.state.brokers if b.alive)
+
+    @lazy
+    def views(self) -> dict[int, Mapping[str, Rec]]:
+        """Each running broker's view (its items in the order it took them)."""
+        return {b.id: b.view.data() for b in self.state.brokers if b.alive}
+
+    @lazy
+    def serving(self) -> dict[int, frozenset[str]]:
+        return {b.id: b.serving() for b in self.state.brokers if b.alive}
+
+    @lazy
+    def started(self) -> frozenset[int]:
+        return frozenset(b.id for b in self.state.brokers if b.alive and b.channel is ChannelState.Started)
+
+    @lazy
+    def connected(self) -> frozenset[int]:
+        return frozenset(b.id for b in self.state.brokers if b.alive and b.client.connected)
+
+    @lazy
+    def registered(self) -> frozenset[int]:
+        return frozenset(self.state.store.registry)
+
+    @lazy
+    def unregistered_at(self) -> Mapping[int, int]:
+        return self.state.unregistered_at
+
+    @lazy
+    def leader(self) -> Elected | None:
+        """The election's value (a broker's id, and whether it was written as its service URL)."""
+        return self.state.leader
+
+    @lazy
+    def leader_since(self) -> int | None:
+        """Since when the elected leader has been running, connected and acting (None: no such leader)."""
+        return self.state.leader_since
+
+    @lazy
+    def acting_leaders(self) -> frozenset[int]:
+        return frozenset(b.id for b in self.state.brokers if b.alive and b.leader_view == (b.id, False))
+
+    @lazy
+    def bundles(self) -> frozenset[str]:
+        return self.state.bundle_keys()
+
+    @lazy
+    def quiescent(self) -> bool:
+        return quiescent(self.state, self.setup)
+
+    @lazy
+    def syncer_differences(self) -> int | None:
+        syncer = self.state.syncer
+        return None if syncer is None else syncer_differences(syncer)
+
+    @lazy
+    def timers_overdue(self) -> bool:
+        """A timer's due time has passed without it firing (after a ``wait``): time bounds do not apply."""
+        timers = self.state.timers
+        return bool(timers) and timers[0].due < self.state.now
+
+    @lazy
+    def departed(self) -> frozenset[int]:
+        """Brokers whose graceful shutdown completed (and that have not started again)."""
+        return self.state.departed
+
+    @lazy
+    def failed_splits(self) -> frozenset[str]:
+        """Parents whose split gave up after its retries (left Splitting for the leader, as in Pulsar)."""
+        return self.state.failed_splits
+
+    @lazy
+    def channel(self) -> Mapping[str, Rec]:
+        """The channel's settled value per key (a key it holds nothing for is absent): on the system
+        topic what a reader of the whole log holds, on the metadata store the node. The truth the
+        views follow, and what the step invariants compare from one observation to the next."""
+        return channel_values(self.state, self.setup)
+
+    @lazy
+    def born(self) -> Mapping[str, int]:
+        """Per key in ``channel``, where its current lifetime began (the offset of the first record
+        after nothing on the topic, the node's creation zxid on the store): a history variable, so
+        two observations tell whether the key was deleted between them."""
+        if self.setup.on_store:
+            return {key: node.created for key, node in self.state.store.channel.items() if isinstance(node.data, Rec)}
+        return self.state.topic.born
+
+    @lazy
+    def deleted(self) -> frozenset[str]:
+        """Keys with a Deleted settled in their current lifetime (on the topic, from the log; on the
+        store, the node holds Deleted, its only way out being its removal)."""
+        if self.setup.on_store:
+            return frozenset(key for key, value in self.channel.items() if value.state.value == "Deleted")
+        return self.state.topic.deleted
+
+    @lazy
+    def incarnations(self) -> dict[int, int]:
+        """Each running broker's incarnation: a view restarted between two observations starts afresh."""
+        return {b.id: b.incarnation for b in self.state.brokers if b.alive}
+
+    @lazy
+    def pending_lookups(self) -> dict[int, dict[str, int]]:
+        """Per running broker, the lookups it has deferred and not answered yet: key -> when deferred."""
+        wait = self.setup.channel.in_flight_wait_ms
+        return {
+            b.id: {key: deadline - wait for key, deadline in b.lookups.items()}
+            for b in self.state.brokers
+            if b.alive and b.lookups
+        }
+
+    @lazy
+    def pending_unloads(self) -> dict[int, Mapping[str, tuple[int | None, int | None]]]:
+        """Per running broker, the admin unloads it issued and has not seen complete: key -> (the
+        owner it unloads, the destination of a transfer or None)."""
+        return {b.id: b.unloads for b in self.state.brokers if b.alive and b.unloads}
+
+    @lazy
+    def positions(self) -> dict[int, int]:
+        """Per running broker on the system topic, its reader's position (the next offset it reads)."""
+        return {b.id: b.view.position for b in self.state.brokers if b.alive and b.view.position is not None}
+
+    @lazy
+    def registered_since(self) -> dict[int, int]:
+        """Per registered broker, when its registry node was last written (created, or taken over by a
+        restart): how long the registry has named it without a break."""
+        return {b: node.modified_ms for b, node in self.state.store.registry.items()}
+

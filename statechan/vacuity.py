@@ -29,7 +29,7 @@ from statechan.states import StorageType
 from statechan.values import ServiceUnitStateData
 
 if TYPE_CHECKING:
-    from statechan.checker import Bounds
+    from statechan.bounds import Bounds
 
 Edge = tuple[str, str]
 Coverage = Mapping[Edge, Counter[str]]

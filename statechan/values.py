@@ -32,9 +32,10 @@ def next_version(prev: ServiceUnitStateData | None) -> int:
     return VERSION_ID_INIT if prev is None else wrap_long(prev.version_id + 1)
 
 
-def is_blank(value: str | None) -> bool:
-    """Apache Commons ``StringUtils.isBlank``: null, empty or whitespace only."""
-    return value is None or not value.strip()
+def is_blank(value: str | int | None) -> bool:
+    """Apache Commons ``StringUtils.isBlank``: null, empty or whitespace only (a simulated cluster's
+    brokers are small integers: never blank)."""
+    return value is None or (isinstance(value, str) and not value.strip())
 
 
 SplitMap = tuple[tuple[str, str | None], ...]
@@ -131,9 +132,9 @@ class ValueView(Protocol):
     @property
     def state(self) -> ServiceUnitState: ...
     @property
-    def dst_broker(self) -> str | None: ...
+    def dst_broker(self) -> str | int | None: ...
     @property
-    def source_broker(self) -> str | None: ...
+    def source_broker(self) -> str | int | None: ...
     @property
     def force(self) -> bool: ...
     @property

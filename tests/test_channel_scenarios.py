@@ -24,7 +24,8 @@ from statechan.cluster import (
     Transfer,
     Unload,
 )
-from statechan.cluster.sim import LEADER, REGISTRY, Broker
+from statechan.cluster.protocol import Tx
+from statechan.cluster.state import Rec, TaskKind, broker_id, broker_name
 from statechan.invariants.catalogue import check, check_trace
 
 S = ServiceUnitState
@@ -60,9 +61,11 @@ def test_assignment_race_first_in_the_log_wins(store: StoreKind) -> None:
     key = key0(c)
     c.step(Lookup(B1, key))
     c.step(Lookup(B2, key))
-    assert [t.kind for t in c.brokers[B1].tasks] == ["assign"]
-    assert [t.kind for t in c.brokers[B2].tasks] == ["assign"]
-    first_target = c.brokers[B1].tasks[0].target
+    assert [t.kind for t in c.brokers[B1].tasks] == [TaskKind.assign]
+    assert [t.kind for t in c.brokers[B2].tasks] == [TaskKind.assign]
+    target = c.brokers[B1].tasks[0].target
+    assert target is not None
+    first_target = broker_name(target)
     c.step(RunTask(B1))  # broker-1 publishes Assigning v1 first
     c.step(RunTask(B2))  # broker-2's Assigning v1 loses: same version
     c.drain()
@@ -145,18 +148,24 @@ def test_split_that_keeps_failing_is_completed_by_the_leader(store: StoreKind) -
     no_violations(c)
 
 
-def write(broker: Broker, key: str, value: ServiceUnitStateData) -> None:
-    """Publish and, on the metadata store, run the compare-and-set the publish queued."""
-    broker.publish(key, value)
-    while broker.tasks and broker.tasks[0].kind == "commit":
-        broker.run_task()
+def publish(tx: Tx, broker: str, key: str, value: ServiceUnitStateData | None) -> None:
+    """``broker`` publishes ``value`` and, on the metadata store, runs the compare-and-set it queued."""
+    i = broker_id(broker)
+    tx.publish(i, key, None if value is None else Rec.of(value))
+    while tx.brokers[i].tasks and tx.brokers[i].tasks[0].kind is TaskKind.commit:
+        tx.run_task(i)
+
+
+def write(c: Cluster, broker: str, key: str, value: ServiceUnitStateData) -> None:
+    """Publish as ``broker`` (a handler driven directly, as Pulsar's channel tests do)."""
+    c.run(lambda tx: publish(tx, broker, key, value))
 
 
 def orphan_case(store: StoreKind, state: S) -> tuple[Cluster, str, str]:
     """A bundle left in ``state`` by broker-3, which then crashes and whose session expires."""
     c = cluster(store)
     key = key0(c)
-    leader = c.brokers[B1]
+    leader = B1
     assert c.leader() == B1
     values = {
         S.Owned: ServiceUnitStateData(state=S.Owned, dst_broker=B3, version_id=1),
@@ -168,20 +177,20 @@ def orphan_case(store: StoreKind, state: S) -> tuple[Cluster, str, str]:
     }
     if state is S.Assigning:
         # an Assigning is first written as Assigning v1 on both stores
-        write(leader, key, values[state])
+        write(c, leader, key, values[state])
     elif store is StoreKind.metadata_store:
-        write(leader, key, ServiceUnitStateData(state=S.Assigning, dst_broker=B3, version_id=1))
+        write(c, leader, key, ServiceUnitStateData(state=S.Assigning, dst_broker=B3, version_id=1))
         base = values[state]
         if state is S.Owned:
-            write(leader, key, base.model_copy(update={"version_id": 2}))
+            write(c, leader, key, base.model_copy(update={"version_id": 2}))
         else:
-            write(leader, key, ServiceUnitStateData(state=S.Owned, dst_broker=B3, version_id=2))
-            write(leader, key, base.model_copy(update={"version_id": 3, "dst_broker": base.dst_broker}))
+            write(c, leader, key, ServiceUnitStateData(state=S.Owned, dst_broker=B3, version_id=2))
+            write(c, leader, key, base.model_copy(update={"version_id": 3, "dst_broker": base.dst_broker}))
     else:
-        write(leader, key, values[state])
+        write(c, leader, key, values[state])
     c.step(Crash(B3))
     c.drain()
-    return c, key, leader.id
+    return c, key, leader
 
 
 @pytest.mark.parametrize("store", STORES)
@@ -208,7 +217,7 @@ def test_orphans_become_free_when_no_broker_can_take_them(store: StoreKind) -> N
     c = cluster(store, brokers=1)
     key = key0(c)
     assign(c, key)
-    c.brokers[B1].override_ownership(key, c.brokers[B1].value(key), B1, False)  # type: ignore[arg-type]
+    c.run(lambda tx: tx.override_ownership(0, key, tx.brokers[0].view.get(key), 0, False))  # type: ignore[arg-type]
     c.drain()
     written = [r["value"] for r in c.trace if r["kind"] == "channel" and r["key"] == key]
     assert written[-2] is not None
@@ -235,7 +244,7 @@ def test_cleanup_scheduling_follows_the_metadata_state(store: StoreKind) -> None
     c2 = cluster(store)
     leader2 = c2.brokers[B1]
     c2.step(LoseSession(B1))
-    assert leader2.client.pending
+    assert leader2.pending_notifications
     c2.drain()
     assert leader2.metadata_state().value == "Unstable"
     c2.step(Reconnect(B1))
@@ -290,16 +299,26 @@ def test_lookups_per_state(store: StoreKind) -> None:
 
     def answer_of(value: ServiceUnitStateData) -> tuple[str | None, str | None, bool]:
         """broker-2's answer once its view holds ``value`` (nobody else acts meanwhile)."""
-        c.brokers[B1].publish(key, None)
-        write(c.brokers[B1], key, value)
-        b2.view.flush()
-        b2.client.deliver_all()
+
+        def hold(tx: Tx) -> None:
+            publish(tx, B1, key, None)
+            publish(tx, B1, key, value)
+            tx.catch_up(1)
+            while tx.notify(1):
+                pass
+
+        c.run(hold)
         assert b2.value(key) == value
         before = len(c.answers)
-        b2.lookup(key)
+        c.run(lambda tx: tx.lookup(1, key))
         if len(c.answers) == before:
-            b2.pending_lookups.pop(key, None)
-            b2.tasks.clear()
+
+            def forget(tx: Tx) -> None:
+                broker = tx.b(1)
+                broker.lookups = {k: at for k, at in broker.lookups.items() if k != key}
+                broker.tasks = ()
+
+            c.run(forget)
             return (None, None, True)
         a = c.answers[-1]
         return (a.owner, a.error, False)
@@ -322,11 +341,11 @@ def test_a_lookup_waiting_on_an_in_flight_bundle_times_out(store: StoreKind) -> 
     c = cluster(store)
     key = key0(c)
     b1 = c.brokers[B1]
-    write(b1, key, ServiceUnitStateData(state=S.Assigning, dst_broker=B1, version_id=1, timestamp=c.clock.now_ms()))
-    b1.view.flush()
-    assert [t.kind for t in b1.tasks] == ["own"]  # queued, never run in this test
-    b1.lookup(key)
-    b1.lookup(key)
+    write(c, B1, key, ServiceUnitStateData(state=S.Assigning, dst_broker=B1, version_id=1, timestamp=c.clock.now_ms()))
+    c.run(lambda tx: tx.catch_up(0))
+    assert [t.kind for t in b1.tasks] == [TaskKind.own]  # queued, never run in this test
+    c.run(lambda tx: tx.lookup(0, key))
+    c.run(lambda tx: tx.lookup(0, key))
     assert list(b1.pending_lookups) == [key]  # one deferred request per bundle
     start = c.clock.now_ms()
     while key in b1.pending_lookups:
@@ -379,5 +398,5 @@ def test_runs_replay_exactly(store: StoreKind) -> None:
 
 def test_registry_and_leader_nodes() -> None:
     c = cluster(StoreKind.system_topic)
-    assert c.store.connect("probe").children(REGISTRY) == sorted([B1, B2, B3])
-    assert c.store.get(LEADER) is not None
+    assert sorted(broker_name(b) for b in c.state.store.registry) == [B1, B2, B3]
+    assert c.leader() == B1

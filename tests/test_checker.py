@@ -22,9 +22,11 @@ from statechan.checker import (
     graph_text,
 )
 from statechan.cli import app
-from statechan.cluster import Cluster, Lookup, RunTask, SimConfig, StoreKind
+from statechan.cluster import Cluster, Lookup, RunTask, SimConfig, StoreKind, protocol
 from statechan.cluster.actions import Deliver
+from statechan.cluster.state import ClusterState
 from statechan.invariants.catalogue import simulation_ids, step_ids
+from statechan.observation import Observation
 
 runner = CliRunner()
 SMALL = Bounds(brokers=2, bundles=1, lookups=1, admin=1, ticks=2)
@@ -156,32 +158,29 @@ def test_symmetric_states_share_a_fingerprint_only_with_symmetry_on() -> None:
     with_symmetry = Fingerprinter(3, 10**7, True)
     without = Fingerprinter(3, 10**7, False)
     # broker-1 leads in both; broker-2 and broker-3 swap roles: the same state renamed
-    one = _assigned(config, "broker-2:8080", "broker-2:8080")
-    other = _assigned(config, "broker-3:8080", "broker-3:8080")
+    one = _assigned(config, "broker-2:8080", "broker-2:8080").state
+    other = _assigned(config, "broker-3:8080", "broker-3:8080").state
     assert with_symmetry(one) == with_symmetry(other)
     assert without(one) != without(other)
-    # only renamings in signature order are captured: at the start broker-2 and broker-3 are alike
+    # only renamings in signature order are tried: at the start broker-2 and broker-3 are alike
     # (two orders), broker-1 leads; once broker-2 owns the bundle every broker differs (one)
-    assert len(with_symmetry.candidates(Cluster(config))) == 2
+    assert len(with_symmetry.candidates(Cluster(config).state)) == 2
     assert len(with_symmetry.candidates(one)) == 1
     # the leader's role breaks the symmetry: placing on the leader is a different state
-    on_leader = _assigned(config, "broker-2:8080", "broker-1:8080")
+    on_leader = _assigned(config, "broker-2:8080", "broker-1:8080").state
     assert with_symmetry(on_leader) != with_symmetry(one)
 
 
-def test_a_renaming_swaps_broker_ids_everywhere_in_the_value_and_orders_brokers_by_new_name() -> None:
-    from statechan.cluster.value import capture
-
+def test_a_renaming_swaps_broker_ids_everywhere_in_the_canonical_form() -> None:
     config = SimConfig(brokers=3, bundles_per_namespace=1, trace_views=False)
-    one = _assigned(config, "broker-2:8080", "broker-2:8080")
-    other = _assigned(config, "broker-3:8080", "broker-3:8080")
-    swap = {"broker-2:8080": "broker-3:8080", "broker-3:8080": "broker-2:8080"}
-    assert capture(one, 10**7) != capture(other, 10**7)
-    assert capture(one, 10**7, swap) == capture(other, 10**7)
-    assert "broker-2" in repr(capture(one, 10**7))
-    assert "broker-2" in repr(capture(one, 10**7, swap))
-    brokers = capture(one, 10**7, swap)[2]
-    assert [record[0] for record in brokers] == sorted(record[0] for record in brokers)
+    one = _assigned(config, "broker-2:8080", "broker-2:8080").state
+    other = _assigned(config, "broker-3:8080", "broker-3:8080").state
+    plain = Fingerprinter(3, 10**7, False)
+    swap = (0, 2, 1)  # broker-2 and broker-3 trade ids
+    assert one.now == other.now
+    assert plain.form(one) != plain.form(other)
+    assert one.canon(plain.context(one.now, swap)) == plain.form(other)
+    assert one.ch(plain.context(one.now, swap)) == other.ch(plain.context(other.now, None))
 
 
 def test_a_loop_that_never_settles_is_reported_as_a_lasso() -> None:
@@ -292,14 +291,14 @@ def test_unload_tombstone_and_compaction_cut_edges_are_covered_past_finding_1() 
 
 def test_coverage_counts_a_deleted_key_as_back_to_init() -> None:
     from statechan.checker import _channel_transitions
+    from statechan.cluster.state import Rec
     from statechan.states import ServiceUnitState as S
-    from statechan.values import ServiceUnitStateData
 
-    def value(state: S, version: int = 1) -> ServiceUnitStateData:
-        return ServiceUnitStateData(state=state, dst_broker="broker-1:8080", version_id=version, timestamp=1)
+    def value(state: S, version: int = 1) -> Rec:
+        return Rec(state, 0, None, version, False, 1)
 
     same = value(S.Assigning)
-    forced = ServiceUnitStateData(state=S.Free, source_broker="broker-1:8080", version_id=2, force=True)
+    forced = Rec(S.Free, None, 0, 2, True, 1)
     before = {"a": value(S.Owned), "b": value(S.Deleted), "c": same, "e": value(S.Owned, 2), "f": value(S.Owned)}
     after = {"a": value(S.Releasing), "c": same, "d": value(S.Owned), "e": value(S.Owned, 3), "f": forced}
     assert _channel_transitions(before, after) == [
@@ -356,43 +355,6 @@ def test_the_checkers_counterexample_for_finding_7_replays_on_the_current_protoc
 
 
 # -- soundness: the checker against a search that merges only byte-identical states ---------------
-_SHARED: dict[int, object] = {}
-
-
-def _shared(ident: int) -> object:
-    return _SHARED[ident]
-
-
-class _Freezer:
-    """Exact copies of a cluster as pickled bytes (the model and configuration by reference): the
-    reference search's states, independent of the value the checker captures."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        import copyreg
-
-        self.table = copyreg.dispatch_table.copy()
-        for obj in (cluster.model, cluster.config):
-            _SHARED[id(obj)] = obj
-            self.table[type(obj)] = lambda o: (_shared, (id(o),))
-
-    def freeze(self, cluster: Cluster) -> bytes:
-        import io
-        import pickle
-
-        buffer = io.BytesIO()
-        pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
-        pickler.dispatch_table = self.table
-        pickler.dump(cluster)
-        return buffer.getvalue()
-
-    @staticmethod
-    def thaw(frozen: bytes) -> Cluster:
-        import pickle
-
-        cluster: Cluster = pickle.loads(frozen)
-        return cluster
-
-
 def _reference_search(
     bounds: Bounds, store: StoreKind, fingerprints: list[Fingerprinter], variant: str = "current"
 ) -> tuple[list[set[bytes]], bool]:
@@ -400,58 +362,55 @@ def _reference_search(
     byte for byte the same (no abstraction at all), named by each of ``fingerprints`` with the
     budgets left: what the checker must reach, abstraction for abstraction. Also whether any
     state broke an invariant."""
+    import pickle
+
     from statechan.checker import budget_kind, checker_config
     from statechan.invariants.catalogue import check as check_invariants
 
-    root = Cluster(checker_config(bounds, store, variant), picks=[])
-    root.trace.clear()
+    setup = protocol.setup(checker_config(bounds, store, variant))
+    root = protocol.init(setup, trace=False).state
     budget = bounds.budget()
-    freezer = _Freezer(root)
     ids = simulation_ids()
 
-    def names(cluster: Cluster, left: dict[str, int]) -> list[bytes]:
+    def names(state: ClusterState, left: dict[str, int]) -> list[bytes]:
         suffix = repr(sorted(left.items())).encode()
-        return [fingerprint(cluster) + suffix for fingerprint in fingerprints]
+        return [fingerprint(state) + suffix for fingerprint in fingerprints]
 
     reached = [{name} for name in names(root, dict(budget))]
     broken = False
     seen: set[bytes] = set()
-    queue = [(freezer.freeze(root), dict(budget))]
+    queue = [(pickle.dumps(root), dict(budget))]
     while queue:
         frozen, left = queue.pop()
-        actions = freezer.thaw(frozen).enabled_actions()
-        for action in actions:
+        state = pickle.loads(frozen)
+        for action in protocol.enabled(state, setup):
             kind = budget_kind(action, bounds)
             if kind == "off" or (kind is not None and left[kind] == 0):
                 continue
             plans: list[list[int]] = [[]]  # every sequence of placement picks, depth first
             while plans:
                 plan = plans.pop()
-                child = freezer.thaw(frozen)
-                child.plan = deque(plan)
+                tape = iter(plan)
                 try:
-                    child.step(action)
+                    outcome = protocol.step(state, action, setup, lambda width, tape=tape: next(tape, 0), trace=False)
                 except ValueError:
                     break
-                made = list(child.picks or ())
+                made = outcome.picks
                 for position in range(len(plan), len(made)):
-                    plans += [[*made[:position], other] for other in range(1, child.widths[position])]
-                child.picks, child.widths = [], []
-                child.plan.clear()
-                child.trace.clear()
-                child.history.clear()
+                    plans += [[*made[:position], other] for other in range(1, outcome.widths[position])]
+                child = outcome.state
                 # a step's lookup answers are checked on every step, then dropped: not the state's
-                violated = bool(check_invariants(child.observe(), ids)) if child.answers else False
-                child.answers.clear()
+                answered = Observation(child, setup, outcome.answers)
+                violated = bool(check_invariants(answered, ids)) if outcome.answers else False
                 child_left = dict(left)
                 if kind is not None:
                     child_left[kind] -= 1
-                exact = freezer.freeze(child)
+                exact = pickle.dumps(child)
                 key = exact + repr(sorted(child_left.items())).encode()
                 broken = broken or violated
                 if key not in seen:
                     seen.add(key)
-                    broken = broken or bool(check_invariants(child.observe(), ids))
+                    broken = broken or bool(check_invariants(Observation(child, setup), ids))
                     for found, name in zip(reached, names(child, child_left), strict=True):
                         found.add(name)
                     queue.append((exact, child_left))
@@ -484,9 +443,9 @@ def test_the_search_reaches_every_state_a_search_without_abstraction_reaches(bou
         found: set[bytes] = set()
 
         def visit(
-            cluster: Cluster, left: dict[str, int], fingerprint: Fingerprinter = fingerprint, found: set[bytes] = found
+            state: ClusterState, left: dict[str, int], fingerprint: Fingerprinter = fingerprint, found: set[bytes] = found
         ) -> None:
-            found.add(fingerprint(cluster) + repr(sorted(left.items())).encode())
+            found.add(fingerprint(state) + repr(sorted(left.items())).encode())
 
         result = check(bounds, store, symmetry=symmetry, visitor=visit, por=False)  # tests/test_por.py: with it
         assert result.complete

@@ -17,7 +17,7 @@ FAULTS = ("lookup", "transfer", "split", "unload", "crash", "restart", "lose-ses
 def _rescanning_drain(cluster: Cluster) -> None:
     """The definition: before each step, list all the work and take the first delivery or
     notification, else the first task."""
-    while work := cluster._work_actions():
+    while work := cluster.work_actions():
         deliveries = [a for a in work if not isinstance(a, RunTask)]
         cluster.step(deliveries[0] if deliveries else work[0])
 

@@ -22,8 +22,8 @@ from statechan.cluster import (
 )
 from statechan.cluster.actions import Deliver, Notify, RunTask
 from statechan.cluster.config import VARIANTS
+from statechan.cluster.state import TaskKind
 from statechan.cluster.runfile import load_run, load_saved_run
-from statechan.stores.tableview import path_of
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -91,8 +91,8 @@ def test_a_forced_frees_delayed_tombstone_deletes_the_next_owners_record() -> No
     cluster.step(actions[-1])  # B2's tombstone of its forced Free, over B1's newer Owned
     assert actions[-1] == RunTask("broker-2:8080")
     assert [found.split(" ")[0] for found in stepwise(cluster)] == ["no-spurious-takeover"]
-    assert cluster._settled_channel().values == {}  # every reader's value is gone
-    assert "broker-1:8080" in cluster.observe().registered
+    assert cluster.channel() == {}  # every reader's value is gone
+    assert cluster.registered("broker-1:8080")
 
 
 def test_a_departing_brokers_clean_up_overrides_a_transfer_in_flight_from_a_live_source() -> None:
@@ -139,9 +139,10 @@ def _split_with_children_pending() -> tuple[Cluster, str, str]:
     c, parent, owner = _assigned(SimConfig(brokers=2, store=StoreKind.metadata_store, seed=0), "broker-1:8080")
     c.step(Split(owner, parent))
     tasks = c.brokers[owner].tasks
-    while not any(t.kind == "split-bundles" for t in tasks):
+    while not any(t.kind is TaskKind.split_bundles for t in tasks):
         c.step(RunTask(owner) if tasks else Notify(owner))
-    assert [t.kind for t in tasks] == ["commit", "commit", "split-bundles"]
+        tasks = c.brokers[owner].tasks
+    assert [t.kind for t in tasks] == [TaskKind.commit, TaskKind.commit, TaskKind.split_bundles]
     return c, parent, owner
 
 
@@ -152,7 +153,7 @@ def test_a_split_child_cannot_be_looked_up_before_its_owned_record_is_written() 
     until they commit, a child is no bundle of the namespace and a lookup of it assigns nothing."""
     c, parent, owner = _split_with_children_pending()
     other = next(b for b in c.brokers if b != owner)
-    children = sorted(t.key for t in c.brokers[owner].tasks if t.kind == "commit")
+    children = sorted(t.key for t in c.brokers[owner].tasks if t.kind is TaskKind.commit)
     assert parent in c.live_bundle_keys()
     assert not set(children) & c.live_bundle_keys()
     c.step(Lookup(other, children[0]))
@@ -168,8 +169,8 @@ def test_a_split_whose_child_write_loses_its_compare_and_set_fails_and_stays_spl
     """Pulsar's put turns a lost compare-and-set into a ConflictException, which the split does not
     retry: the parent stays Splitting for the leader, and the bundles are not changed."""
     c, parent, owner = _split_with_children_pending()
-    first_child = next(t.key for t in c.brokers[owner].tasks if t.kind == "commit")
-    c.store.connect("intruder").put(path_of(first_child), b"{}")  # a node appears before the create
+    first_child = next(t.key for t in c.brokers[owner].tasks if t.kind is TaskKind.commit)
+    c.put_node_from_outside(first_child, b"{}")  # a node appears before the create
     c.drain()
     assert c.counters["split-failed"] == 1
     assert parent in c.failed_splits

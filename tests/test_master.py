@@ -128,10 +128,10 @@ def test_lookup_answers_live_owner_exempts_only_a_disabled_channel_s_answer() ->
     c = Cluster(SimConfig(brokers=2))
     obs = c.observe()
     stale = LookupAnswer(0, B1, "k", B2, None, owner_registered=False, deferred=False)
-    flagged = Observation.from_dict({**obs.__dict__, "answers": (stale,)})
+    flagged = obs.replace(answers=(stale,))
     assert [v.invariant for v in check(flagged, ["lookup-answers-live-owner"])] == ["lookup-answers-live-owner"]
     unchecked = LookupAnswer(0, B1, "k", B2, None, owner_registered=False, deferred=False, unchecked=True)
-    exempt = Observation.from_dict({**obs.__dict__, "answers": (unchecked,)})
+    exempt = obs.replace(answers=(unchecked,))
     assert check(exempt, ["lookup-answers-live-owner"]) == []
 
 
@@ -213,11 +213,11 @@ def _refused_by_the_store(variant: str = "current") -> tuple[Cluster, str]:
 
     c = Cluster(SimConfig(brokers=2, store=StoreKind.both, variant=VARIANTS[variant]))
     key = sorted(c.live_bundle_keys())[0]
-    c.topic.publish(key, ServiceUnitStateData(state=S.Owned, dst_broker=B1, version_id=2))
+    written = ServiceUnitStateData(state=S.Owned, dst_broker=B1, version_id=2)
+    c.publish_from_outside(key, written)
     while SyncTopic() in c.enabled_actions() or SyncStore() in c.enabled_actions():
         c.step(SyncTopic() if SyncTopic() in c.enabled_actions() else SyncStore())
-    assert c.syncer is not None
-    assert c.syncer.differences() == {key: (c.syncer.topic_view.get(key), None)}
+    assert c.syncer_differences() == {key: (written, None)}
     return c, key
 
 
@@ -227,8 +227,7 @@ def test_the_cluster_runs_the_reconcile_as_waiting_work_and_settles_equal() -> N
     assert not c.quiescent()  # waiting work: the liveness check and the timely bound see it
     c.drain()
     assert c.quiescent()
-    assert c.syncer is not None
-    assert not c.syncer.differences()
+    assert not c.syncer_differences()
     assert [a.kind for a in c.history].count("sync-reconcile") == 1
     assert check(c.observe(), ["syncer-equivalence"]) == []
 

@@ -8,7 +8,7 @@ every state and step invariant the full search breaks; a planted unsound reducti
 from __future__ import annotations
 
 import random
-from collections import Counter, deque
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -17,36 +17,43 @@ from statechan import checker
 from statechan.checker import (
     Bounds,
     CheckResult,
+    Fingerprinter,
     _expander,
     _por_after,
-    _por_before,
     _por_candidates,
     budget_kind,
     check,
 )
-from statechan.cluster import Cluster, StoreKind
+from statechan.cluster import StoreKind, protocol
 from statechan.cluster.actions import Action, Crash, Deliver, Tick
-from statechan.cluster.value import Value, capture, restore
+from statechan.cluster.state import ClusterState
 from statechan.invariants import catalogue
 from statechan.invariants.catalogue import simulation_ids, step_ids
+from statechan.observation import Observation
 
 CAP = 10**9
 SMALL = Bounds(brokers=2, bundles=1, lookups=1, admin=1, ticks=2)
-State = tuple[Value, int, tuple[tuple[str, int], ...]]
+State = tuple[Any, int, tuple[tuple[str, int], ...]]
+
+
+def _form(state: ClusterState, brokers: int) -> Any:
+    """A state's form with every time told apart and no renaming: the state itself, as a value."""
+    return Fingerprinter(brokers, CAP, False).form(state)
 
 
 def _search(
     bounds: Bounds, por: bool, variant: str = "current", invariants: list[str] | None = None
 ) -> tuple[CheckResult, dict[State, tuple[bool, bool, bool]]]:
-    """The search, and each state it reached (value, clock, budgets left) with whether a delivery
+    """The search, and each state it reached (form, clock, budgets left) with whether a delivery
     is pending there, whether it is quiescent, whether it is settled."""
     seen: dict[State, tuple[bool, bool, bool]] = {}
     agree = invariants is None or "views-converge" in invariants
+    setup = protocol.setup(checker.checker_config(bounds, StoreKind.system_topic, variant))
 
-    def visit(cluster: Cluster, left: dict[str, int]) -> None:
-        key = (capture(cluster, CAP), cluster.clock.now_ms(), tuple(sorted(left.items())))
-        pending = any(isinstance(a, Deliver) for a in cluster.enabled_actions())
-        seen[key] = (pending, cluster.quiescent(), checker.settled(cluster, agree))
+    def visit(state: ClusterState, left: dict[str, int]) -> None:
+        key = (_form(state, bounds.brokers), state.now, tuple(sorted(left.items())))
+        pending = any(isinstance(a, Deliver) for a in protocol.enabled(state, setup))
+        seen[key] = (pending, protocol.quiescent(state, setup), checker.settled(Observation(state, setup), agree))
 
     result = check(
         bounds, StoreKind.system_topic, variant, symmetry=False, visitor=visit, por=por, invariants=invariants
@@ -142,8 +149,10 @@ def _broken_everywhere(
         broken.update(v.invariant for v in real_step(before, after, chosen))
         return []
 
-    def visit(cluster: Cluster, left: dict[str, int]) -> None:
-        broken.update(v.invariant for v in catalogue.check(cluster.observe(), state_ids))
+    setup = protocol.setup(checker.checker_config(bounds, StoreKind.system_topic, variant))
+
+    def visit(state: ClusterState, left: dict[str, int]) -> None:
+        broken.update(v.invariant for v in catalogue.check(Observation(state, setup), state_ids))
 
     monkeypatch.setattr(catalogue, "check_step", record_step)
     result = check(bounds, StoreKind.system_topic, variant, symmetry=False, visitor=visit, por=por, invariants=ids)
@@ -179,48 +188,45 @@ def _one_step_deep(bounds: Bounds, samples: int) -> tuple[Counter[str], list[str
     from statechan.invariants.catalogue import check_step
 
     expander = _expander(bounds, StoreKind.system_topic, "current", False, [], False)
-    states: list[tuple[Value, int, Counter[str]]] = []
+    setup = expander.setup
+    states: list[tuple[ClusterState, Counter[str]]] = []
     budget = bounds.budget()
 
-    def visit(cluster: Cluster, left: dict[str, int]) -> None:
-        spent = Counter({k: budget[k] - n for k, n in left.items()})
-        states.append((capture(cluster, expander.fingerprint.cap), cluster.clock.now_ms(), spent))
+    def visit(state: ClusterState, left: dict[str, int]) -> None:
+        states.append((state, Counter({k: budget[k] - n for k, n in left.items()})))
 
     check(bounds, StoreKind.system_topic, symmetry=False, visitor=visit, invariants=[], max_states=6_000, por=False)
     rng = random.Random(7)
     checked: Counter[str] = Counter()
     broken: list[str] = []
-    for value, now, spent in rng.sample(states, min(samples, len(states))):
-        cluster = restore(value, now, expander.root)
+    for state, spent in rng.sample(states, min(samples, len(states))):
         taken: list[tuple[Action, str | None]] = []
-        for action in cluster.enabled_actions():
+        for action in protocol.enabled(state, setup):
             kind = budget_kind(action, bounds)
             if kind != "off" and (kind is None or spent[kind] < budget[kind]):
                 taken.append((action, kind))
-        before = cluster.observe()
-        for candidate in _por_candidates(cluster, taken, budget, spent, bounds):
+        before = Observation(state, setup)
+        for candidate in _por_candidates(state, setup, taken, budget, spent, bounds):
             if candidate.reasons - {"tick-clock"}:
                 continue
             alpha = candidate.action
-            child = restore(value, now, expander.root)
-            trial = _por_before(child, alpha.broker)
-            child.step(alpha)
-            if _por_after(trial, child, before, child.observe(), candidate, budget, spent, bounds):
+            outcome = protocol.step(state, alpha, setup, trace=False)
+            after = Observation(outcome.state, setup, outcome.answers)
+            if _por_after(state, outcome, before, after, candidate, budget, spent, bounds):
                 continue
             checked["states"] += 1
 
-            def run(*actions: Action, value: Value = value, now: int = now) -> tuple[Any, list[Any]] | None:
-                """The value after ``actions`` and the step invariants the last one broke."""
-                c = restore(value, now, expander.root)
+            def run(*actions: Action, state: ClusterState = state) -> tuple[Any, list[Any]] | None:
+                """The state's form after ``actions`` and the step invariants the last one broke."""
                 last: list[Any] = []
                 for a in actions:
-                    c.plan = deque()
-                    if a not in c.enabled_actions():
+                    if a not in protocol.enabled(state, setup):
                         return None
-                    was = c.observe()
-                    c.step(a)
-                    last = check_step(was, c.observe())
-                return capture(c, expander.fingerprint.cap), last
+                    was = Observation(state, setup)
+                    stepped = protocol.step(state, a, setup, trace=False)
+                    state = stepped.state
+                    last = check_step(was, Observation(state, setup, stepped.answers))
+                return _form(state, bounds.brokers), last
 
             alone = run(alpha)
             assert alone is not None
@@ -233,7 +239,7 @@ def _one_step_deep(bounds: Bounds, samples: int) -> tuple[Counter[str], list[str
                     first = run(beta)
                     first = None if first is None else (first[0], [])
                 if first is None or second is None or first[0] != second[0]:
-                    broken.append(f"{alpha.describe()} and {beta.describe()} at t={now}: not commuting")
+                    broken.append(f"{alpha.describe()} and {beta.describe()} at t={state.now}: not commuting")
                     continue
                 beta_alone = run(beta)
                 assert beta_alone is not None
@@ -268,16 +274,17 @@ def test_a_delivery_of_a_broker_whose_timer_ties_with_another_brokers_is_never_t
     bounds = Bounds(brokers=3, lookups=2, admin=0, crashes=1, ticks=2)
     budget = bounds.budget()
     tied_states = 0
+    setup = protocol.setup(checker.checker_config(bounds, StoreKind.system_topic, "current"))
 
-    def visit(cluster: Cluster, left: dict[str, int]) -> None:
+    def visit(state: ClusterState, left: dict[str, int]) -> None:
         nonlocal tied_states
-        tied = cluster.tied_timer_brokers()
+        tied = protocol.tied_sources(state)
         if not tied:
             return
         tied_states += 1
         spent = Counter({k: budget[k] - n for k, n in left.items()})
-        taken: list[tuple[Action, str | None]] = [(a, budget_kind(a, bounds)) for a in cluster.enabled_actions()]
-        for candidate in _por_candidates(cluster, taken, budget, spent, bounds):
+        taken: list[tuple[Action, str | None]] = [(a, budget_kind(a, bounds)) for a in protocol.enabled(state, setup)]
+        for candidate in _por_candidates(state, setup, taken, budget, spent, bounds):
             if candidate.action.broker in tied and any(isinstance(a, Tick) for a, _ in taken):
                 assert "tick-own-timer" in candidate.reasons, candidate
 

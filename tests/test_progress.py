@@ -3,7 +3,6 @@ exactly where its bound is passed, and none vacuous where the bench reaches them
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
@@ -17,45 +16,44 @@ from statechan.invariants.catalogue import (
     tombstoned_within,
     unload_not_stranded,
 )
+from statechan.cluster.state import Rec
 from statechan.observation import Observation
 from statechan.states import ServiceUnitState as S
-from statechan.values import ServiceUnitStateData
 
-B1, B2 = "broker-1:8080", "broker-2:8080"
+B1, B2 = 0, 1
 KEY = "tenant/ns/0x00000000_0xffffffff"
 CONFIG = SimConfig()
 DELAY = CONFIG.channel.tombstone_delay_s * 1000
 WAIT = CONFIG.channel.in_flight_wait_ms
-BOUND = tombstone_bound_ms(CONFIG)
+BOUND = tombstone_bound_ms(CONFIG.channel)
 
-BASE = Observation(
+BASE = Observation.of(
+    CONFIG,
     time=0,
-    step=0,
     views={},
     serving={},
-    started={B1, B2},
-    connected={B1, B2},
-    registered={B1, B2},
+    started=frozenset({B1, B2}),
+    connected=frozenset({B1, B2}),
+    registered=frozenset({B1, B2}),
     unregistered_at={},
-    leader=B1,
+    leader=(B1, False),
     leader_since=0,
-    acting_leaders={B1},
-    answers=(),
+    acting_leaders=frozenset({B1}),
     bundles=frozenset({KEY}),
     quiescent=True,
-    config=CONFIG,
     syncer_differences=None,
+    timers_overdue=False,
+    pending_lookups={},
+    pending_unloads={},
 )
 
 
-def value(
-    state: S, at: int = 0, dst: str | None = None, src: str | None = B2, force: bool = False
-) -> ServiceUnitStateData:
-    return ServiceUnitStateData(state=state, dst_broker=dst, source_broker=src, version_id=4, timestamp=at, force=force)
+def value(state: S, at: int = 0, dst: int | None = None, src: int | None = B2, force: bool = False) -> Rec:
+    return Rec(state, dst, src, 4, force, at)
 
 
-def seen(time: int, data: ServiceUnitStateData | None, **fields: Any) -> Observation:
-    return dataclasses.replace(BASE, time=time, views={B1: {} if data is None else {KEY: data}}, **fields)
+def seen(time: int, data: Rec | None, **fields: Any) -> Observation:
+    return BASE.replace(time=time, views={B1: {} if data is None else {KEY: data}}, **fields)
 
 
 def test_the_tombstone_bound_is_pulsars_settings() -> None:
@@ -101,7 +99,7 @@ def test_a_deferred_lookup_is_answered_within_the_in_flight_wait(waited: int, br
     observation = seen(1_000_000, None, pending_lookups={B1: {KEY: 1_000_000 - waited}})
     found = lookup_within(observation)
     assert bool(found) is broken, found
-    assert not lookup_within(dataclasses.replace(observation, timers_overdue=True))
+    assert not lookup_within(observation.replace(timers_overdue=True))
 
 
 @pytest.mark.parametrize(
@@ -124,7 +122,7 @@ def test_a_deferred_lookup_is_answered_within_the_in_flight_wait(waited: int, br
     ],
 )
 def test_an_unload_or_transfer_is_not_left_waiting_once_its_end_was_seen(
-    held: ServiceUnitStateData | None, stranded: bool
+    held: Rec | None, stranded: bool
 ) -> None:
     observation = seen(0, held, pending_unloads={B1: {KEY: (B2, B1)}})
     assert bool(unload_not_stranded(observation)) is stranded

@@ -5,7 +5,6 @@ back is caught by the step form on the simulator and in the Hypothesis bench."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from statechan.cluster.actions import Action, Lookup, RunTask, Shutdown, Tick
 from statechan.cluster.config import VARIANTS
 from statechan.cluster.runfile import load_saved_run
 from statechan.cluster.runner import ObservationCheck, Simulation, Workload
+from statechan.cluster.state import Rec, broker_name
 from statechan.invariants.catalogue import (
     CATALOGUE,
     check,
@@ -30,14 +30,14 @@ from statechan.invariants.catalogue import (
 from statechan.keys import parse_key
 from statechan.resolver import fold
 from statechan.states import ServiceUnitState, StorageType
-from statechan.stores.tableview import key_of
 from statechan.values import ServiceUnitStateData
 
 S = ServiceUnitState
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 KEY = "tenant/ns-0/0x00000000_0xffffffff"
 LEFT, RIGHT = (child.key for child in parse_key(KEY).split())
-B0, B1, B2 = "broker-0:8080", "broker-1:8080", "broker-2:8080"
+B0, B1, B2 = 0, 1, 2
+N0, N1 = broker_name(B0), broker_name(B1)
 STEP_IDS = [
     "version-monotonic",
     "one-value-per-version",
@@ -50,42 +50,41 @@ STEP_FORMS = STEP_IDS[:4]
 """The step forms of history or record invariants (the rest are step invariants alone)."""
 
 
-def val(state: S, version: int, dst: str | None = B0, src: str | None = None, at: int = 1) -> ServiceUnitStateData:
-    return ServiceUnitStateData(state=state, dst_broker=dst, source_broker=src, version_id=version, timestamp=at)
+def val(state: S, version: int, dst: int | None = B0, src: int | None = None, at: int = 1) -> Rec:
+    return Rec(state, dst, src, version, False, at)
 
 
-BASE = Observation(
+BASE = Observation.of(
+    SimConfig(),
     time=0,
-    step=0,
     views={},
     serving={},
-    started=set(),
-    connected=set(),
-    registered=set(),
+    started=frozenset(),
+    connected=frozenset(),
+    registered=frozenset(),
     unregistered_at={},
     leader=None,
     leader_since=None,
-    acting_leaders=set(),
-    answers=(),
+    acting_leaders=frozenset(),
     bundles=frozenset(),
     quiescent=True,
-    config=SimConfig(),
     syncer_differences=None,
+    positions={},
+    pending_unloads={},
 )
 
 
 def obs(
-    channel: dict[str, ServiceUnitStateData] | None = None,
+    channel: dict[str, Rec] | None = None,
     born: dict[str, int] | None = None,
     deleted: tuple[str, ...] = (),
-    views: dict[str, dict[str, ServiceUnitStateData]] | None = None,
-    incarnations: dict[str, int] | None = None,
+    views: dict[int, dict[str, Rec]] | None = None,
+    incarnations: dict[int, int] | None = None,
 ) -> Observation:
     """An observation holding only what the step invariants read (lifetimes from 0 unless given)."""
     channel = channel or {}
     views = views or {}
-    return dataclasses.replace(
-        BASE,
+    return BASE.replace(
         channel=channel,
         born=dict.fromkeys(channel, 0) if born is None else born,
         deleted=frozenset(deleted),
@@ -100,12 +99,12 @@ LATER_OWNED3 = val(S.Owned, 3, at=2)
 SPLITTING, DELETED = val(S.Splitting, 4, dst=None, src=B0), val(S.Deleted, 5, dst=None, src=B0)
 
 
-def live(o: Observation, *brokers: str) -> Observation:
+def live(o: Observation, *brokers: int) -> Observation:
     """``o`` with ``brokers`` running (channel started) and registered."""
-    return dataclasses.replace(o, started=set(brokers), registered=set(brokers))
+    return o.replace(started=frozenset(brokers), registered=frozenset(brokers))
 
 
-FORCED_TO_B1 = ServiceUnitStateData(state=S.Owned, dst_broker=B1, source_broker=B0, version_id=3, force=True)
+FORCED_TO_B1 = Rec(S.Owned, B1, B0, 3, True, 0)
 RELEASING = val(S.Releasing, 3, dst=B1, src=B0)
 
 Case = tuple[str, Observation, Observation, list[tuple[str, str]]]
@@ -126,8 +125,8 @@ CASES: list[Case] = [
     ("a forced override of a broker that left", live(obs({KEY: OWNED2}), B1), live(obs({KEY: FORCED_TO_B1}), B1), []),
     (
         "a forced override of a registered broker that crashed (not running)",
-        dataclasses.replace(obs({KEY: OWNED2}), registered={B0, B1}, started={B1}),
-        dataclasses.replace(obs({KEY: FORCED_TO_B1}), registered={B0, B1}, started={B1}),
+        obs({KEY: OWNED2}).replace(registered=frozenset({B0, B1}), started=frozenset({B1})),
+        obs({KEY: FORCED_TO_B1}).replace(registered=frozenset({B0, B1}), started=frozenset({B1})),
         [],
     ),
     ("an unload (not forced) of a running owner", live(obs({KEY: OWNED2}), B0), live(obs({KEY: RELEASING}), B0), []),
@@ -267,24 +266,25 @@ def test_the_step_ids_and_their_registration() -> None:
 def test_the_violation_names_both_values() -> None:
     (found,) = check_step(obs({KEY: OWNED3}, views={B1: {KEY: OWNED3}}), obs({KEY: OWNED3}, views={B1: {KEY: OWNED2}}))
     assert found.detail == (
-        f"{B1} went from Owned dst={B0} v3 to Owned dst={B0} v2 (the channel holds Owned dst={B0} v3)"
+        f"{N1} went from Owned dst={N0} v3 to Owned dst={N0} v2 (the channel holds Owned dst={N0} v3)"
     )
 
 
 def settled_now(cluster: Cluster) -> dict[str, ServiceUnitStateData]:
     """The channel's settled values worked out afresh: the store's nodes, or a fold of the whole log."""
     if cluster.storage is StorageType.MetadataStore:
-        nodes = {key_of(path): cluster.store.get(path) for path in cluster.store.paths()}
         return {
-            key: ServiceUnitStateData.model_validate_json(node[0])
-            for key, node in nodes.items()
-            if key is not None and node is not None
+            key: node.data.data() for key, node in cluster.state.store.channel.items() if isinstance(node.data, Rec)
         }
     by_key: dict[str, list[ServiceUnitStateData | None]] = {}
-    for message in cluster.topic:
-        by_key.setdefault(message.key, []).append(message.value())
+    for key, value in cluster.topic:
+        by_key.setdefault(key, []).append(value)
     settled = {key: fold(values, StorageType.SystemTopic, model=cluster.model) for key, values in by_key.items()}
     return {key: value for key, value in settled.items() if value is not None}
+
+
+def channel_now(obs: Observation) -> dict[str, ServiceUnitStateData]:
+    return {key: value.data() for key, value in obs.channel.items()}
 
 
 @pytest.mark.parametrize("store", [StoreKind.system_topic, StoreKind.metadata_store, StoreKind.both])
@@ -295,7 +295,7 @@ def test_the_observation_holds_the_channels_settled_values(store: StoreKind) -> 
     config = SimConfig(brokers=3, namespaces=1, bundles_per_namespace=2, seed=4, store=store)
     workload = Workload(lookups_per_hour=6, unloads_per_hour=30, splits_per_hour=3, settle_ms=3 * 3_600_000)
     simulation = Simulation(config, workload)
-    taken: list[tuple[Observation, dict[str, dict[str, ServiceUnitStateData]]]] = []
+    taken: list[tuple[Observation, dict[int, dict[str, Rec]]]] = []
     lifetimes: set[tuple[str, int]] = set()
     step_broken: list[str] = []
 
@@ -304,7 +304,7 @@ def test_the_observation_holds_the_channels_settled_values(store: StoreKind) -> 
         if taken:
             step_broken.extend(str(v) for v in check_step(taken[-1][0], now))
         if len(taken) % 97 == 0:  # a sample: a full fold at every step is quadratic
-            assert dict(now.channel) == settled_now(cluster)
+            assert channel_now(now) == settled_now(cluster)
         assert set(now.born) == set(now.channel)
         holding_deleted = {key for key, value in now.channel.items() if value.state is S.Deleted}
         if cluster.storage is StorageType.MetadataStore:
@@ -383,16 +383,16 @@ def test_the_bench_checks_the_step_forms_at_each_step(monkeypatch: pytest.Monkey
 # Assigning v1; broker-1 assigns and owns the bundle (v1, v2) before broker-2's create runs, which
 # fails and is retried without the resolver, writing v1 over v2.
 RACE_24186 = [
-    Lookup(B2, KEY),
+    Lookup("broker-2:8080", KEY),
     Tick(),
-    RunTask(B2),
-    Lookup(B1, KEY),
-    Shutdown(B2),
-    RunTask(B1),
-    RunTask(B1),
-    RunTask(B1),
-    RunTask(B1),
-    RunTask(B2),
+    RunTask("broker-2:8080"),
+    Lookup("broker-1:8080", KEY),
+    Shutdown("broker-2:8080"),
+    RunTask("broker-1:8080"),
+    RunTask("broker-1:8080"),
+    RunTask("broker-1:8080"),
+    RunTask("broker-1:8080"),
+    RunTask("broker-2:8080"),
 ]
 
 
@@ -417,7 +417,8 @@ def test_a_simulated_run_going_back_a_version_is_caught_by_the_step_form(variant
         assert broken == [
             (
                 10,
-                f"version-monotonic [{KEY}]: the channel went from Owned dst={B1} v2 to Assigning dst={B2} v1",
+                f"version-monotonic [{KEY}]: the channel went from Owned dst=broker-1:8080 v2 "
+                "to Assigning dst=broker-2:8080 v1",
             )
         ]
         assert [v.invariant for v in on_trace] == ["version-monotonic"]
@@ -425,60 +426,39 @@ def test_a_simulated_run_going_back_a_version_is_caught_by_the_step_form(variant
         assert on_trace == []
 
 
-@pytest.mark.parametrize(("clear", "observe_every"), [(False, 1), (True, 1), (True, 2), (False, 3)])
-def test_the_observation_follows_the_store_when_the_trace_is_cleared(clear: bool, observe_every: int) -> None:
-    """The store's channel is read again for the keys the trace names since the last observation;
-    a trace emptied in place between steps (as the model checker does), also between two
-    observations, or holding none of the writes makes it read every node instead, never keep a
-    stale value."""
+@pytest.mark.parametrize("observe_every", [1, 2, 3])
+def test_the_observation_follows_the_store_whatever_the_trace_holds(observe_every: int) -> None:
+    """The observation reads the state: the store's channel at every step, with the trace emptied
+    (as the model checker runs) or not."""
     config = MetadataStoreBench.config.model_copy(update={"brokers": 2})
     cluster = Cluster(config)
     seen = []
-    action: Action | None = Lookup(B1, KEY)
+    action: Action | None = Lookup(broker_name(B1), KEY)
     number = 0
     while action is not None:
         cluster.step(action)
         number += 1
-        if clear:
-            cluster.trace.clear()
+        cluster.trace.clear()
         if number % observe_every == 0:
             now = cluster.observe()
-            assert dict(now.channel) == settled_now(cluster)
+            assert channel_now(now) == settled_now(cluster)
             seen.append(now.channel.get(KEY))
-        work = cluster._work_actions()
+        work = cluster.work_actions()
         action = work[0] if work else None
-    assert dict(cluster.observe().channel) == settled_now(cluster)
+    assert channel_now(cluster.observe()) == settled_now(cluster)
     assert any(value is not None and value.state is S.Owned for value in seen)
 
 
-def test_the_observation_reads_every_node_when_the_trace_was_emptied_and_grew_again() -> None:
-    """A trace emptied after an observation and grown past where it had been holds the writes
-    since then only in part: the observation must not take it for the rest of the story."""
-    config = MetadataStoreBench.config.model_copy(update={"brokers": 2, "bundles_per_namespace": 2})
-    cluster = Cluster(config)
-    first, second = cluster.sorted_bundle_keys()
-
-    def settle_lookup(key: str) -> None:
-        cluster.step(Lookup(B1, key))
-        while work := cluster._work_actions():
-            cluster.step(work[0])
-
-    cluster.observe()
-    seen = len(cluster.trace)
-    cluster.trace.clear()
-    settle_lookup(first)  # written where the trace had been, then forgotten
-    cluster.trace[:] = [{"kind": "note", "offset": n} for n in range(seen + 1)]
-    settle_lookup(second)  # written past it
-    assert set(cluster.observe().channel) == {first, second} == set(settled_now(cluster))
-
-
-def test_an_observation_built_fast_is_the_one_the_constructor_builds() -> None:
+def test_a_hand_made_observation_answers_what_it_is_given_and_reads_the_rest_from_the_state() -> None:
     cluster = Cluster(SimConfig(brokers=2, namespaces=1, bundles_per_namespace=1))
     cluster.drain()
-    fast = cluster.observe()
-    slow = Observation(**fast.__dict__)
-    assert fast == slow
-    with pytest.raises(TypeError, match="channel"):
-        Observation.of(**{k: v for k, v in fast.__dict__.items() if k != "channel"})
-    with pytest.raises(TypeError, match="extra"):
-        Observation.of(**fast.__dict__, extra=1)
+    now = cluster.observe()
+    assert now.started == frozenset({B0, B1})
+    changed = now.replace(started=frozenset({B1}))
+    assert changed.started == frozenset({B1})
+    assert changed.registered == now.registered == frozenset({B0, B1})  # read from the state
+    assert now.started == frozenset({B0, B1})  # the observation replaced is as it was
+    made = Observation.of(SimConfig(brokers=2), started=frozenset())
+    assert made.started == frozenset()
+    with pytest.raises(AttributeError):
+        made.registered  # noqa: B018 - a hand-made observation without a state reads nothing else

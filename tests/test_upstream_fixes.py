@@ -112,7 +112,7 @@ class _Run:
     def settle(self, ticks: int = 6, last_first: bool = False) -> None:
         """Take the waiting work (the last broker's first with ``last_first``) and up to ``ticks`` timers."""
         for _ in range(10_000):
-            work = self.cluster._work_actions()
+            work = self.cluster.work_actions()
             if work:
                 self.step(work[-1] if last_first else work[0])
             elif ticks and self.cluster.next_timer() is not None:
@@ -229,7 +229,7 @@ def test_fix_05_the_departing_destinations_clean_up_redirects_the_transfer() -> 
         override = run.cluster.brokers[B2].value(key)
         run.step(Deliver(B2))
         assert run.cluster.brokers[B2].value(key).state is overridden  # type: ignore[union-attr]
-        while run.cluster.brokers[B3].view.pending:  # type: ignore[attr-defined]
+        while run.cluster.brokers[B3].reader_pending:
             run.step(Deliver(B3))
         run.settle(last_first=True)
         assert ("single-owner" in run.broken) is (variant == "current"), (variant, override, run.broken)
@@ -307,7 +307,7 @@ def test_fix_09_the_forced_frees_tombstone_is_dropped_over_a_newer_owner(name: s
     run.follow(actions)
     assert run.skipped == []
     assert run.cluster.counters["tombstone-dropped"] == 1
-    owned = run.cluster._settled_channel().values
+    owned = run.cluster.channel()
     assert [value.state for value in owned.values()] == [S.Owned]  # the next owner keeps its record
     run.settle()
     assert run.broken == []

@@ -28,22 +28,29 @@ from statechan.cluster.actions import (
     action_from_json,
 )
 from statechan.cluster.config import VARIANTS, ChannelConfig, PlacementKind, SimConfig, StoreKind, Variant
-from statechan.observation import LookupAnswer, Observation
 
 if TYPE_CHECKING:
-    from statechan.cluster.sim import Broker, ChannelState, Cluster, MetadataState
+    from statechan.cluster.sim import BrokerView, Cluster
+    from statechan.cluster.state import ChannelState, LookupAnswer, MetadataState
+    from statechan.observation import Observation
 
-_SIMULATOR = frozenset({"Broker", "ChannelState", "Cluster", "MetadataState"})
+_LAZY = {
+    "BrokerView": "statechan.cluster.sim",
+    "Cluster": "statechan.cluster.sim",
+    "ChannelState": "statechan.cluster.state",
+    "LookupAnswer": "statechan.cluster.state",
+    "MetadataState": "statechan.cluster.state",
+    "Observation": "statechan.observation",
+}
 
 
 def __getattr__(name: str) -> Any:
     """The simulator's names, imported when first asked for: a module that needs only the actions
-    or the configuration (the invariant catalogue, the auditor) does not load the simulator and
-    its stores."""
-    if name in _SIMULATOR:
-        from statechan.cluster import sim
+    or the configuration (the auditor) does not load the protocol and its stores."""
+    if name in _LAZY:
+        import importlib
 
-        return getattr(sim, name)
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'statechan.cluster' has no attribute {name!r}")
 
 
@@ -52,7 +59,7 @@ __all__ = [
     "VARIANTS",
     "Action",
     "BadActionError",
-    "Broker",
+    "BrokerView",
     "ChannelConfig",
     "ChannelState",
     "Cluster",

@@ -1,22 +1,19 @@
-"""Where an assignment goes: Pulsar's ``LeastResourceUsageWithWeight`` and a uniform choice.
+"""Where an assignment goes: Pulsar's ``LeastResourceUsageWithWeight`` and a uniform choice, as
+pure functions over the loads brokers report.
 
-Brokers carry simple load figures that grow with the bundles they own; randomness comes from
-the simulator's seeded generator, never from global state.
+Brokers carry simple load figures that grow with the bundles they own (a model, not a
+measurement); the random choice among the near-best brokers comes from the caller.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
-
-from statechan.cluster.config import PlacementKind
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
 
 
-@dataclass
-class BrokerLoad:
-    """Usage percentages a broker reports, and the smoothed score the strategy keeps."""
+class Load(NamedTuple):
+    """Usage percentages a broker reports, and the smoothed score placement keeps."""
 
     cpu: float = 5.0
     memory: float = 20.0
@@ -25,13 +22,20 @@ class BrokerLoad:
     bandwidth_out: float = 2.0
     history: float | None = None
 
-    def apply_bundles(self, owned: int) -> None:
-        """Load grows with owned bundles (a fixed cost per bundle; a model, not a measurement)."""
-        self.cpu = min(100.0, 5.0 + 1.5 * owned)
-        self.memory = min(100.0, 20.0 + 0.5 * owned)
-        self.direct_memory = min(100.0, 5.0 + 0.3 * owned)
-        self.bandwidth_in = min(100.0, 2.0 + 1.2 * owned)
-        self.bandwidth_out = min(100.0, 2.0 + 1.4 * owned)
+    @staticmethod
+    def of_bundles(owned: int, history: float | None) -> Load:
+        """Load grows with owned bundles (a fixed cost per bundle)."""
+        return Load(
+            min(100.0, 5.0 + 1.5 * owned),
+            min(100.0, 20.0 + 0.5 * owned),
+            min(100.0, 5.0 + 0.3 * owned),
+            min(100.0, 2.0 + 1.2 * owned),
+            min(100.0, 2.0 + 1.4 * owned),
+            history,
+        )
+
+
+BrokerLoad = Load
 
 
 @dataclass(frozen=True)
@@ -49,50 +53,36 @@ class Weights:
     """loadBalancerAverageResourceUsageDifferenceThresholdPercentage: near-best candidates."""
 
 
-class Placement(Protocol):
-    def select(self, candidates: Sequence[str], loads: dict[str, BrokerLoad], rng: random.Random) -> str | None: ...
+def score(load: Load, w: Weights) -> float:
+    """The weighted maximum of a broker's usages, smoothed with its history."""
+    current = max(
+        load.cpu * w.cpu,
+        load.memory * w.memory,
+        load.direct_memory * w.direct_memory,
+        load.bandwidth_in * w.bandwidth_in,
+        load.bandwidth_out * w.bandwidth_out,
+    )
+    if load.history is None:
+        return current
+    return w.history_percentage * load.history + (1 - w.history_percentage) * current
 
 
-@dataclass
-class UniformPlacement:
-    """Any registered broker, uniformly."""
-
-    def select(self, candidates: Sequence[str], loads: dict[str, BrokerLoad], rng: random.Random) -> str | None:
-        return rng.choice(sorted(candidates)) if candidates else None
-
-
-@dataclass
-class LeastResourceUsageWithWeight:
-    """The weighted maximum of a broker's usages, smoothed with its history; a random choice
-    among the brokers within ``difference_threshold`` points of the least loaded one."""
-
-    weights: Weights = field(default_factory=Weights)
-
-    def score(self, load: BrokerLoad) -> float:
-        w = self.weights
-        current = max(
-            load.cpu * w.cpu,
-            load.memory * w.memory,
-            load.direct_memory * w.direct_memory,
-            load.bandwidth_in * w.bandwidth_in,
-            load.bandwidth_out * w.bandwidth_out,
-        )
-        if load.history is None:
-            return current
-        return w.history_percentage * load.history + (1 - w.history_percentage) * current
-
-    def select(self, candidates: Sequence[str], loads: dict[str, BrokerLoad], rng: random.Random) -> str | None:
-        if not candidates:
-            return None
-        scores = {broker: self.score(loads.setdefault(broker, BrokerLoad())) for broker in sorted(candidates)}
-        for broker, value in scores.items():
-            loads[broker].history = value
-        best = min(scores.values())
-        near = [broker for broker, value in scores.items() if value <= best + self.weights.difference_threshold]
-        return rng.choice(near)
+def near_best(candidates: Sequence[int], loads: Sequence[Load], w: Weights) -> tuple[list[int], list[Load]]:
+    """``LeastResourceUsageWithWeight``: the candidates within ``difference_threshold`` points of the
+    least loaded (the caller chooses among them at random), and the loads with each candidate's
+    score kept as its history."""
+    updated = list(loads)
+    scores: list[tuple[int, float]] = []
+    for broker in candidates:
+        value = score(loads[broker], w)
+        updated[broker] = loads[broker]._replace(history=value)
+        scores.append((broker, value))
+    best = min(value for _, value in scores)
+    return [broker for broker, value in scores if value <= best + w.difference_threshold], updated
 
 
-def make_placement(kind: PlacementKind) -> Placement:
-    if kind is PlacementKind.uniform:
-        return UniformPlacement()
-    return LeastResourceUsageWithWeight()
+class Placer(Protocol):
+    """A placement decided outside the channel (the load-balance lab's balancer): given the
+    candidates by name, the broker chosen, or None."""
+
+    def select(self, candidates: Sequence[str], loads: Any, rng: Any) -> str | None: ...

@@ -29,7 +29,8 @@ from statechan.cluster.actions import (
     Wait,
 )
 from statechan.cluster.config import SimConfig
-from statechan.cluster.sim import LOOKUP_CHANNELS, ChannelState, Cluster
+from statechan.cluster.sim import Cluster
+from statechan.cluster.state import LOOKUP_CHANNELS, ChannelState
 from statechan.observation import Observation
 from statechan.states import ServiceUnitState
 from statechan.stores.metadata import Store
@@ -239,7 +240,7 @@ class Simulation:
     def _drain(self, after_step: Callable[[], None]) -> None:
         cluster = self.cluster
         while True:
-            work = cluster._work_actions()
+            work = cluster.work_actions()
             if not work:
                 return
             cluster.step(work[self.rng.randrange(len(work))] if len(work) > 1 else work[0])
@@ -280,12 +281,12 @@ class Simulation:
         elif kind in ("transfer", "unload", "split") and running and not faults_over:
             broker = cluster.brokers[rng.choice(running)]
             keys = cluster.sorted_bundle_keys()
-            candidates = [k for k in (rng.choice(keys) for _ in range(8)) if _owned(broker.view.get(k))]
+            candidates = [k for k in (rng.choice(keys) for _ in range(8)) if _owned(broker.value(k))]
             if candidates:
                 key = candidates[0]
-                owner = broker.view.get(key).dst_broker  # type: ignore[union-attr]
+                owner = broker.value(key).dst_broker  # type: ignore[union-attr]
                 if kind == "split":
-                    if owner in running and cluster.brokers[owner].view.get(key) == broker.view.get(key):
+                    if owner in running and cluster.brokers[owner].value(key) == broker.value(key):
                         action = Split(str(owner), key)
                 elif kind == "unload":
                     action = Unload(broker.id, key)
@@ -304,19 +305,19 @@ class Simulation:
                 self._at(now + 1_000, "restart", arg)
         elif kind == "lose-session" and not faults_over and running:
             victim = rng.choice(running)
-            if cluster.brokers[victim].client.connected:
+            if cluster.brokers[victim].connected:
                 action = LoseSession(victim)
                 self._at(now + w.reconnect_after_ms, "reconnect", victim)
         elif kind == "reconnect":
             broker = cluster.brokers[arg]
-            if broker.alive and not broker.client.connected and not broker.client.closed:
+            if broker.alive and not broker.connected and not broker.closed:
                 action = Reconnect(arg)
         elif kind == "resign" and not faults_over:
             leader = cluster.leader()
             if leader is not None and cluster.brokers[leader].alive:
                 action = Resign(leader)
         elif kind == "compact":
-            if cluster.storage.value == "SystemTopic" and cluster.topic.compaction_enabled:
+            if cluster.storage.value == "SystemTopic" and cluster.compaction_threshold > 0:
                 action = Compact()
             if now < end + w.settle_ms:
                 self._at(now + w.compaction_every_ms, "compact")
@@ -326,7 +327,7 @@ class Simulation:
     def _summary(self, start: int, violations: list[str], checked: int) -> RunSummary:
         cluster = self.cluster
         reference = next((b for b in sorted(cluster.brokers) if cluster.brokers[b].alive), None)
-        view = cluster.brokers[reference].view.snapshot() if reference else {}
+        view = cluster.brokers[reference].view() if reference else {}
         states = Counter(v.state.value for v in view.values())
         states["Init (no record)"] = len(cluster.live_bundle_keys() - set(view))
         per_broker = Counter(v.dst_broker or "-" for v in view.values() if v.state is S.Owned)

@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from statechan.cluster.config import MAX_CLEAN_UP_DELAY_TIME_IN_SECS, SimConfig
+from statechan.cluster.config import MAX_CLEAN_UP_DELAY_TIME_IN_SECS, ChannelConfig, SimConfig
+from statechan.cluster.state import Rec, broker_name
 from statechan.invariants.replay import (
     Deadline,
     DeadlineCheck,
@@ -297,10 +298,9 @@ def _bundle(key: str) -> Bundle | None:
         return None
 
 
-def cleanup_bound_ms(obs: Observation | SimConfig) -> int:
+def cleanup_bound_ms(cfg: ChannelConfig) -> int:
     """How long a dead broker may keep a bundle: the jittery clean-up delay, a monitor period,
     the in-flight wait and a session timeout (for a leader that died too), in ms."""
-    cfg = (obs.config if isinstance(obs, Observation) else obs).channel
     return (
         (MAX_CLEAN_UP_DELAY_TIME_IN_SECS + 2 * cfg.monitor_interval_s) * 1000
         + cfg.in_flight_wait_ms
@@ -317,22 +317,26 @@ def single_owner(obs: Observation) -> list[Violation]:
     # A broker out of the registry gets no new clients and is fenced by the new owner's ledger
     # (not modelled); it must not be registered again before its view has caught up.
     claims: list[tuple[str, int, int, str, str]] = []
-    for broker, keys in sorted(obs.serving.items()):
-        if broker not in obs.registered:
+    owners = 0
+    for broker, keys in obs.serving.items():
+        if broker not in obs.registered or not keys:
             continue
+        owners += 1
         for key in keys:
             bundle = _bundle(key)
             if bundle is not None:
-                claims.append((bundle.namespace, bundle.lower, bundle.upper, key, broker))
+                claims.append((bundle.namespace, bundle.lower, bundle.upper, key, broker_name(broker)))
+    if owners < 2:
+        return []  # one broker's claims cannot clash
     claims.sort()
     found = []
-    for i, (namespace, _lower, upper, key, broker) in enumerate(claims):
-        for other_ns, other_lower, _, other_key, other_broker in claims[i + 1 :]:
+    for i, (namespace, _lower, upper, key, name) in enumerate(claims):
+        for other_ns, other_lower, _, other_key, other_name in claims[i + 1 :]:
             if other_ns != namespace or other_lower >= upper:
                 break
-            if other_broker != broker:
+            if other_name != name:
                 what = "the same bundle" if key == other_key else f"overlapping {other_key}"
-                found.append(Violation("single-owner", f"{broker} and {other_broker} both own {what}", key))
+                found.append(Violation("single-owner", f"{name} and {other_name} both own {what}", key))
     return found
 
 
@@ -343,7 +347,7 @@ def single_owner(obs: Observation) -> list[Violation]:
     when="quiescent",
 )
 def views_converge(obs: Observation) -> list[Violation]:
-    brokers = sorted(b for b in obs.views if b in obs.started and b in obs.connected)
+    brokers = sorted((b for b in obs.views if b in obs.started and b in obs.connected), key=broker_name)
     if len(brokers) < 2:
         return []
     first = obs.views[brokers[0]]
@@ -357,9 +361,8 @@ def views_converge(obs: Observation) -> list[Violation]:
         for key in sorted(set(first) | set(view)):
             if first.get(key) != view.get(key):
                 a, b = first.get(key), view.get(key)
-                found.append(
-                    Violation("views-converge", f"{brokers[0]} holds {_brief(a)}, {other} holds {_brief(b)}", key)
-                )
+                detail = f"{broker_name(brokers[0])} holds {_brief(a)}, {broker_name(other)} holds {_brief(b)}"
+                found.append(Violation("views-converge", detail, key))
     return found
 
 
@@ -371,13 +374,27 @@ def views_converge(obs: Observation) -> list[Violation]:
     when="quiescent",
 )
 def leader_unique(obs: Observation) -> list[Violation]:
-    others = sorted(b for b in obs.acting_leaders if b != obs.leader)
+    elected = _elected(obs)
+    others = sorted(broker_name(b) for b in obs.acting_leaders if b != elected)
     if others:
-        return [Violation("leader-unique", f"elected {obs.leader}, but {', '.join(others)} act as leader")]
+        return [Violation("leader-unique", f"elected {_leader_name(obs)}, but {', '.join(others)} act as leader")]
     # a crashed, disconnected or shutting-down leader's node outlives it until its session ends
-    if obs.leader in obs.started and obs.leader in obs.connected and obs.leader not in obs.acting_leaders:
-        return [Violation("leader-unique", f"elected {obs.leader} runs and is connected, but does not act as leader")]
+    if elected in obs.started and elected in obs.connected and elected not in obs.acting_leaders:
+        detail = f"elected {_leader_name(obs)} runs and is connected, but does not act as leader"
+        return [Violation("leader-unique", detail)]
     return []
+
+
+def _elected(obs: Observation) -> int | None:
+    """The broker the election names (None: nobody, or a value that is no broker's id: #21894)."""
+    leader = obs.leader
+    return None if leader is None or leader[1] else leader[0]
+
+
+def _leader_name(obs: Observation) -> str | None:
+    """The election's value as Pulsar writes it (a broker's id, or with #21894 its service URL)."""
+    leader = obs.leader
+    return None if leader is None else ("http://" if leader[1] else "") + broker_name(leader[0])
 
 
 @invariant(
@@ -407,7 +424,9 @@ def lookup_answers_live_owner(obs: Observation) -> list[Violation]:
 def orphan_cleaned(obs: Observation) -> list[Violation]:
     if obs.leader_since is None or obs.timers_overdue:
         return []  # nobody cleans up without a leader; the bound counts from when there is one
-    bound = cleanup_bound_ms(obs)
+    bound = cleanup_bound_ms(obs.channel_config)
+    if obs.time - obs.leader_since <= bound:
+        return []  # nothing can be overdue yet (a quick test of what follows)
     overdue = {
         b
         for b, since in obs.unregistered_at.items()
@@ -419,29 +438,29 @@ def orphan_cleaned(obs: Observation) -> list[Violation]:
     for _broker, key, data in _first_holders(obs, lambda data: data.state in ACTIVE and holder(data) in overdue):
         held_by = holder(data)
         since = obs.unregistered_at[held_by]  # type: ignore[index]
-        detail = f"{data.state.value} by {held_by}, unregistered for {(obs.time - since) // 1000} s"
+        detail = f"{data.state.value} by {broker_name(held_by)}, unregistered for {(obs.time - since) // 1000} s"
         found.append(Violation("orphan-cleaned", f"{detail} (bound {bound // 1000} s)", key))
     return found
 
 
-def _first_holders(
-    obs: Observation, holds: Callable[[ServiceUnitStateData], bool]
-) -> Iterator[tuple[str, str, ServiceUnitStateData]]:
+def _first_holders(obs: Observation, holds: Callable[[Rec], bool]) -> Iterator[tuple[str, str, Rec]]:
     """Each key that some started broker's view holds a value ``holds`` accepts for, with the first
-    such broker (in broker order) and its value: an invariant over views reports a key once."""
+    such broker (in broker order, by name) and its value: an invariant over views reports a key once."""
     reported: set[str] = set()
-    for broker in sorted(obs.started):
+    started = obs.started
+    for broker in obs.setup.by_name:
+        if broker not in started:
+            continue
         for key, data in sorted(obs.views.get(broker, {}).items()):
             if key not in reported and holds(data):
                 reported.add(key)
-                yield broker, key, data
+                yield broker_name(broker), key, data
 
 
-def in_flight_bound_ms(config: SimConfig) -> int:
+def in_flight_bound_ms(cfg: ChannelConfig) -> int:
     """How long an in-flight state may last with a leader acting: the in-flight wait, two monitor
     periods and the clean-up bound, in ms."""
-    cfg = config.channel
-    return cfg.in_flight_wait_ms + 2 * cfg.monitor_interval_s * 1000 + cleanup_bound_ms(config)
+    return cfg.in_flight_wait_ms + 2 * cfg.monitor_interval_s * 1000 + cleanup_bound_ms(cfg)
 
 
 @invariant(
@@ -453,11 +472,13 @@ def in_flight_bound_ms(config: SimConfig) -> int:
 def in_flight_completes(obs: Observation) -> list[Violation]:
     if obs.leader_since is None or obs.timers_overdue:
         return []
-    bound = in_flight_bound_ms(obs.config)
+    bound = in_flight_bound_ms(obs.channel_config)
+    if obs.time - obs.leader_since <= bound:
+        return []  # nothing has waited that long yet (a quick test of what follows)
     in_flight = IN_FLIGHT
     found = []
     reported: set[str] = set()
-    for broker in sorted(obs.views):
+    for broker in sorted(obs.views, key=broker_name):
         for key, data in obs.views[broker].items():
             if data.state not in in_flight or key in reported or key in obs.failed_splits:
                 continue
@@ -467,18 +488,18 @@ def in_flight_completes(obs: Observation) -> list[Violation]:
                 found.append(
                     Violation(
                         "in-flight-completes",
-                        f"{broker} still sees {_brief(data)} after {waited // 1000} s (bound {bound // 1000} s)",
+                        f"{broker_name(broker)} still sees {_brief(data)} after {waited // 1000} s "
+                        f"(bound {bound // 1000} s)",
                         key,
                     )
                 )
     return found
 
 
-def tombstone_bound_ms(config: SimConfig) -> int:
+def tombstone_bound_ms(cfg: ChannelConfig) -> int:
     """How long a Free or Deleted record may stay with a leader acting: the tombstone delay, two
     monitor periods (the monitor that deletes it runs once a period) and a session timeout (a
     leader that died is replaced only when its session ends), in ms."""
-    cfg = config.channel
     return (cfg.tombstone_delay_s + 2 * cfg.monitor_interval_s) * 1000 + cfg.session_timeout_ms
 
 
@@ -494,9 +515,11 @@ def tombstoned_within(obs: Observation) -> list[Violation]:
     leader_since = obs.leader_since
     if leader_since is None or obs.timers_overdue:
         return []
-    bound = tombstone_bound_ms(obs.config)
+    bound = tombstone_bound_ms(obs.channel_config)
+    if obs.time - leader_since <= bound:
+        return []  # nothing has lingered that long yet (a quick test of what follows)
 
-    def lingers(data: ServiceUnitStateData) -> bool:
+    def lingers(data: Rec) -> bool:
         return data.state in (S.Free, S.Deleted) and obs.time - max(data.timestamp, leader_since) > bound
 
     return [
@@ -520,15 +543,15 @@ def tombstoned_within(obs: Observation) -> list[Violation]:
 def lookup_within(obs: Observation) -> list[Violation]:
     if obs.timers_overdue or not obs.pending_lookups:
         return []
-    wait = obs.config.channel.in_flight_wait_ms
+    wait = obs.channel_config.in_flight_wait_ms
     return [
         Violation(
             "lookup-within",
-            f"{broker} deferred a lookup at {deferred_at} and still waits after {(obs.time - deferred_at) // 1000} s "
-            f"(bound {wait // 1000} s)",
+            f"{broker_name(broker)} deferred a lookup at {deferred_at} and still waits after "
+            f"{(obs.time - deferred_at) // 1000} s (bound {wait // 1000} s)",
             key,
         )
-        for broker, pending in sorted(obs.pending_lookups.items())
+        for broker, pending in sorted(obs.pending_lookups.items(), key=lambda item: broker_name(item[0]))
         for key, deferred_at in sorted(pending.items())
         if obs.time - deferred_at > wait
     ]
@@ -536,14 +559,15 @@ def lookup_within(obs: Observation) -> list[Violation]:
 
 def _unacted(obs: Observation, states: frozenset[S], invariant_id: str) -> list[Violation]:
     found = []
-    for broker in sorted(obs.started):
+    for broker in sorted(obs.started, key=broker_name):
         view = obs.views.get(broker, {})
         for key, data in sorted(view.items()):
             if data.state not in states or key in obs.failed_splits:
                 continue
             waits_on = data.dst_broker if data.state is S.Assigning else data.source_broker
             if waits_on == broker:
-                found.append(Violation(invariant_id, f"{broker} holds {_brief(data)} and has not acted on it", key))
+                detail = f"{broker_name(broker)} holds {_brief(data)} and has not acted on it"
+                found.append(Violation(invariant_id, detail, key))
     return found
 
 
@@ -583,7 +607,7 @@ def departure_complete(obs: Observation) -> list[Violation]:
     if not obs.departed:
         return []
 
-    def names_departed(data: ServiceUnitStateData) -> bool:
+    def names_departed(data: Rec) -> bool:
         return data.state in ACTIVE and (
             data.dst_broker in obs.departed or (data.state in IN_FLIGHT and data.source_broker in obs.departed)
         )
@@ -615,8 +639,8 @@ def syncer_equivalence(obs: Observation) -> list[Violation]:
 )
 def registered_while_running(obs: Observation) -> list[Violation]:
     return [
-        Violation("registered-while-running", f"{broker} runs, connected, but is not registered")
-        for broker in sorted(obs.started & obs.connected)
+        Violation("registered-while-running", f"{broker_name(broker)} runs, connected, but is not registered")
+        for broker in sorted(obs.started & obs.connected, key=broker_name)
         if broker not in obs.registered
     ]
 
@@ -632,7 +656,7 @@ def registered_while_running(obs: Observation) -> list[Violation]:
 )
 def lookup_not_stranded(obs: Observation) -> list[Violation]:
     found = []
-    for broker, pending in sorted(obs.pending_lookups.items()):
+    for broker, pending in sorted(obs.pending_lookups.items(), key=lambda item: broker_name(item[0])):
         if broker not in obs.started or broker not in obs.connected:
             continue
         view = obs.views.get(broker, {})
@@ -642,13 +666,13 @@ def lookup_not_stranded(obs: Observation) -> list[Violation]:
                 held = _brief(data)
             elif data.state in (S.Owned, S.Splitting):
                 owner = data.dst_broker if data.state is S.Owned else data.source_broker
-                since = obs.registered_since.get(owner or "")
+                since = None if owner is None else obs.registered_since.get(owner)
                 if since is None or since > deferred_at:
                     continue  # its owner left, or came back after: an event or the timeout decides
-                held = f"{_brief(data)}, {owner} registered since before the lookup"
+                held = f"{_brief(data)}, {broker_name(owner)} registered since before the lookup"
             else:
                 continue  # in flight: the settling event answers it
-            detail = f"{broker} deferred a lookup at {deferred_at} and still waits, its view holding {held}"
+            detail = f"{broker_name(broker)} deferred a lookup at {deferred_at} and still waits, its view holding {held}"
             found.append(Violation("lookup-not-stranded", detail, key))
     return found
 
@@ -662,7 +686,7 @@ def lookup_not_stranded(obs: Observation) -> list[Violation]:
     when="quiescent",
 )
 def semi_terminal_tombstoned(obs: Observation) -> list[Violation]:
-    def left_by_running_source(data: ServiceUnitStateData) -> bool:
+    def left_by_running_source(data: Rec) -> bool:
         semi_terminal = data.state is S.Deleted or (data.state is S.Free and data.force)
         return semi_terminal and data.source_broker in obs.started and data.source_broker in obs.connected
 
@@ -686,10 +710,10 @@ def semi_terminal_tombstoned(obs: Observation) -> list[Violation]:
     when="quiescent",
 )
 def unload_not_stranded(obs: Observation) -> list[Violation]:
-    if obs.config.storage is not StorageType.SystemTopic:
+    if obs.storage is not StorageType.SystemTopic:
         return []
     found = []
-    for broker, ops in sorted(obs.pending_unloads.items()):
+    for broker, ops in sorted(obs.pending_unloads.items(), key=lambda item: broker_name(item[0])):
         if broker not in obs.started:
             continue
         view = obs.views.get(broker, {})
@@ -701,7 +725,9 @@ def unload_not_stranded(obs: Observation) -> list[Violation]:
                 value is not None and value.state is S.Owned and source is not None and value.source_broker == source
             )
             if ended:
-                detail = f"{broker} still waits for its unload of {source}, its view holding {_brief(value)}"
+                detail = (
+                    f"{broker_name(broker)} still waits for its unload of {_name(source)}, its view holding {_brief(value)}"
+                )
                 found.append(Violation("unload-not-stranded", detail, key))
     return found
 
@@ -717,10 +743,10 @@ def leader_elected(obs: Observation) -> list[Violation]:
     if not obs.started & obs.connected:
         return []
     if obs.leader is None:
-        running = ", ".join(sorted(obs.started & obs.connected))
+        running = ", ".join(sorted(broker_name(b) for b in obs.started & obs.connected))
         return [Violation("leader-elected", f"nobody is elected while {running} run connected")]
-    if obs.leader not in obs.config.broker_ids():
-        return [Violation("leader-elected", f"the election names {obs.leader!r}, which is no broker's id")]
+    if _elected(obs) is None:
+        return [Violation("leader-elected", f"the election names {_leader_name(obs)!r}, which is no broker's id")]
     return []
 
 
@@ -939,7 +965,7 @@ def owner_registered(step: Step, ns: Namespace) -> list[Violation]:
         return []
     if prev is not None and prev.value.state in (S.Assigning, S.Owned) and prev.value.dst_broker == value.dst_broker:
         return []  # the same hand-over as the record before: one episode
-    if ns.registry.registered_at(value.dst_broker, step.offset):
+    if ns.registry.registered_at(value.dst_broker, step.offset):  # type: ignore[arg-type]
         return []
     return [
         Violation("owner-registered", f"{_brief(value)}: {value.dst_broker} is not registered", step.key, step.offset)
@@ -1125,13 +1151,13 @@ class _Changes:
 
     def __init__(self, before: Observation, after: Observation) -> None:
         self.before, self.after = before, after
-        self.channel: list[tuple[str, ServiceUnitStateData | None, ServiceUnitStateData | None]] = []
+        self.channel: list[tuple[str, Rec | None, Rec | None]] = []
         old_channel, new_channel = before.channel, after.channel
         if old_channel is not new_channel:
             for key in _changed(old_channel, new_channel):
                 self.channel.append((key, old_channel.get(key), new_channel[key]))
             self.channel.extend((key, old, None) for key, old in old_channel.items() if key not in new_channel)
-        self.views: list[tuple[str, str, ServiceUnitStateData, ServiceUnitStateData]] = []
+        self.views: list[tuple[int, str, Rec, Rec]] = []
         old_views, was, now = before.views, before.incarnations, after.incarnations
         for broker, view in after.views.items():
             old_view = old_views.get(broker)
@@ -1150,21 +1176,21 @@ class _Changes:
         was, now = self.before.born.get(key), self.after.born.get(key)
         return was is None or now is None or now <= was
 
-    def crossed_deletion(self, broker: str, key: str) -> bool:
+    def crossed_deletion(self, broker: int, key: str) -> bool:
         """The broker's topic reader moved past the start of the key's current lifetime in this
         step: its view crossed the key's deletion (a flush reads the tombstone and what follows)."""
         born = self.after.born.get(key)
         was, now = self.before.positions.get(broker), self.after.positions.get(broker)
         return born is not None and was is not None and now is not None and was <= born < now
 
-    def lands_on_channel(self, key: str, value: ServiceUnitStateData) -> bool:
+    def lands_on_channel(self, key: str, value: Rec) -> bool:
         """A view's new value is the channel's settled one: a reader that caught up, possibly
         across a deletion (a store view reads the node as it is, a topic view reads to the end)."""
         settled = self.after.channel.get(key)
         return settled is value or (settled is not None and settled == value)
 
 
-def _changed(old: Mapping[str, ServiceUnitStateData], new: Mapping[str, ServiceUnitStateData]) -> Iterable[str]:
+def _changed(old: Mapping[str, Rec], new: Mapping[str, Rec]) -> Iterable[str]:
     """The keys of ``new`` whose value is not the very object ``old`` holds. A view or the channel
     changes a few keys a step and keeps its keys' order, so the common case compares the two in
     C, a key at a time only when the keys differ."""
@@ -1214,7 +1240,7 @@ def version_monotonic_step(before: Observation, after: Observation) -> list[Viol
             and not changes.crossed_deletion(broker, key)
         ):
             settled = _brief(after.channel.get(key))
-            detail = f"{broker} went from {_brief(old)} to {_brief(new)} (the channel holds {settled})"
+            detail = f"{broker_name(broker)} went from {_brief(old)} to {_brief(new)} (the channel holds {settled})"
             found.append(Violation("version-monotonic", detail, key))
     return found
 
@@ -1246,7 +1272,7 @@ def one_value_per_version_step(before: Observation, after: Observation) -> list[
             and not changes.lands_on_channel(key, new)
             and not changes.crossed_deletion(broker, key)
         ):
-            detail = f"{broker}'s version {new.version_id} went from {_brief(old)} to {_brief(new)}"
+            detail = f"{broker_name(broker)}'s version {new.version_id} went from {_brief(old)} to {_brief(new)}"
             found.append(Violation("one-value-per-version", detail + _differing(old, new), key))
     return found
 
@@ -1336,7 +1362,8 @@ def no_spurious_takeover(before: Observation, after: Observation) -> list[Violat
         if owner is None or not all(owner in o.registered and owner in o.started for o in (before, after)):
             continue
         what = "tombstoned" if new is None else f"overridden by {_brief(new)}"
-        found.append(Violation("no-spurious-takeover", f"{_brief(old)} {what} while {owner} runs, registered", key))
+        detail = f"{_brief(old)} {what} while {broker_name(owner)} runs, registered"
+        found.append(Violation("no-spurious-takeover", detail, key))
     return found
 
 
@@ -1367,20 +1394,28 @@ def unload_completion_matches(before: Observation, after: Observation) -> list[V
             value = after.views.get(broker, {}).get(key)
             if value is None or value.source_broker == source:
                 continue
-            detail = f"{broker} reported its unload of {source} done on {_brief(value)}"
+            detail = f"{broker_name(broker)} reported its unload of {_name(source)} done on {_brief(value)}"
             found.append(Violation("unload-completion-matches", detail, key))
     return found
 
 
-def _brief(data: ValueView | None) -> str:
+def _brief(data: ValueView | Rec | None) -> str:
+    if isinstance(data, Rec):
+        return data.brief()
     return brief(data, none="nothing")
 
 
-def _differing(first: ServiceUnitStateData, second: ServiceUnitStateData) -> str:
+def _name(broker: int | None) -> str | None:
+    return None if broker is None else broker_name(broker)
+
+
+def _differing(first: Rec | ServiceUnitStateData, second: Rec | ServiceUnitStateData) -> str:
     """Where two values differ, when their brief forms read the same (a timestamp, a split map)."""
     if _brief(first) != _brief(second):
         return ""
-    fields = [name for name in type(first).model_fields if getattr(first, name) != getattr(second, name)]
+    one = first.data() if isinstance(first, Rec) else first
+    other = second.data() if isinstance(second, Rec) else second
+    fields = [name for name in type(one).model_fields if getattr(one, name) != getattr(other, name)]
     return f", which differs in {', '.join(fields)}"
 
 
@@ -1756,10 +1791,10 @@ def simulation_settings(config: SimConfig, storage: StorageType, model: str) -> 
     return ReplaySettings(
         storage=storage,
         model=model,
-        in_flight_timeout_ms=in_flight_bound_ms(config),
-        cleanup_timeout_ms=cleanup_bound_ms(config),
+        in_flight_timeout_ms=in_flight_bound_ms(cfg),
+        cleanup_timeout_ms=cleanup_bound_ms(cfg),
         # the leader's monitor tombstones after the delay, at its next run; a leader change adds the clean-up bound
-        tombstone_timeout_ms=(cfg.tombstone_delay_s + 2 * cfg.monitor_interval_s) * 1000 + cleanup_bound_ms(config),
+        tombstone_timeout_ms=(cfg.tombstone_delay_s + 2 * cfg.monitor_interval_s) * 1000 + cleanup_bound_ms(cfg),
     )
 
 

@@ -72,7 +72,7 @@ def light(value: ServiceUnitStateData | None) -> Value | None:
     )
 
 
-def holder(value: ValueView) -> str | None:
+def holder(value: ValueView) -> str | int | None:
     """The broker a value ties the bundle to: its destination, else (unload, split) its source."""
     return value.source_broker if is_blank(value.dst_broker) else value.dst_broker
 

@@ -8,17 +8,19 @@ call, so the caller (a test, the simulator, the model checker) chooses who sees 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple, TypeVar
 
 import pydantic
 
 from statechan.clock import Clock, ManualClock
 from statechan.model import ProtocolModel
-from statechan.resolver import offer, rules_for
+from statechan.model import StorageRules
+from statechan.resolver import decide, rules_for
 from statechan.states import StorageType
-from statechan.values import ServiceUnitStateData
+from statechan.values import ServiceUnitStateData, ValueView
 
 CHANNEL_TOPIC = "persistent://pulsar/system/loadbalancer-service-unit-state"
 COMPACTION_THRESHOLD = 5 * 1024 * 1024
@@ -97,6 +99,60 @@ class CompactionReport:
     dropped_messages: int
     deleted_keys: int
     malformed: int
+
+
+V = TypeVar("V", bound=ValueView)
+
+
+class Compacted(NamedTuple):
+    """What one strategic compaction keeps: the offsets of the surviving messages, in order, how
+    many keys hold a value and how many ended deleted."""
+
+    survivors: tuple[int, ...]
+    live: int
+    deleted: int
+
+
+def compaction(
+    kept_before: Iterable[tuple[int, str, V | None]],
+    messages: Iterable[tuple[int, str, V | None]],
+    rules: StorageRules,
+    keep_tombstones: bool = False,
+) -> Compacted:
+    """Strategic compaction, the one implementation (the library's :class:`Topic` and the cluster
+    protocol's topic both call it): each key's last kept message (``kept_before``, the previous
+    snapshot as (offset, key, value) in offset order) is offered every later message of the key
+    (``messages``, well-formed ones only), and the message holding the fold's result survives. A
+    key whose fold ends in a tombstone is dropped, as Pulsar's compactor drops it; with
+    ``keep_tombstones`` (report 01's fix) each key keeps its last tombstone too, at its offset."""
+    kept: dict[str, tuple[int, V] | None] = {}
+    tombstones: dict[str, int] = {}
+    for offset, key, value in kept_before:  # in offset order: a key's kept tombstone comes before its value
+        kept[key] = None if value is None else (offset, value)
+        if value is None:
+            tombstones[key] = offset
+    for offset, key, value in messages:
+        held = kept.get(key)
+        verdict = decide(rules, None if held is None else held[1], value)
+        if verdict.accepted:
+            kept[key] = None if value is None else (offset, value)
+            if value is None and keep_tombstones:
+                tombstones[key] = offset
+    live = [held[0] for held in kept.values() if held is not None]
+    survivors = tuple(sorted([*live, *tombstones.values()]))
+    return Compacted(survivors, len(live), sum(1 for held in kept.values() if held is None))
+
+
+def next_offset(position: int, horizon: int, compacted: Sequence[int], end: int) -> int | None:
+    """The offset a read-compacted reader at ``position`` reads next (None: nothing left): behind
+    the horizon, the next message of the compacted snapshot (``compacted``: its offsets), skipping
+    what compaction dropped (the fast-forward of PR #20110); past it, the next message of the log."""
+    if position < horizon:
+        i = bisect.bisect_left(compacted, position)
+        if i < len(compacted):
+            return compacted[i]
+        position = horizon
+    return position if position < end else None
 
 
 class Topic:
@@ -185,45 +241,28 @@ class Topic:
         horizon = self.end if until is None else until
         if not self.horizon <= horizon <= self.end:
             raise ValueError(f"compaction horizon {horizon} must be within [{self.horizon}, {self.end}]")
-        rules = rules_for(StorageType.SystemTopic, model)
-        kept: dict[str, Message | None] = {}
-        tombstones: dict[str, Message] = {}
-        for m in self._compacted:  # in offset order: a key's kept tombstone comes before its value
-            kept[m.key] = None if m.is_tombstone else m
-            if m.is_tombstone:
-                tombstones[m.key] = m
         malformed = 0
-        for message in self._log[self.horizon : horizon]:
-            try:
-                value = message.value()
-            except MalformedValueError:
-                malformed += 1
-                continue
-            held_message = kept.get(message.key)
-            held = held_message.value() if held_message is not None else None
-            _, verdict = offer(rules, held, value)
-            if verdict.accepted:
-                kept[message.key] = None if value is None else message
-                if value is None and keep_tombstones:
-                    tombstones[message.key] = message
-        live = [m for m in kept.values() if m is not None]
-        survivors = sorted([*live, *tombstones.values()], key=lambda m: m.offset)
-        deleted = sum(1 for m in kept.values() if m is None)
-        dropped = horizon - len(survivors)
-        self._compacted = survivors
-        self._compacted_offsets = [m.offset for m in survivors]
+
+        def values() -> Iterator[tuple[int, str, ServiceUnitStateData | None]]:
+            nonlocal malformed
+            for message in self._log[self.horizon : horizon]:
+                try:
+                    yield message.offset, message.key, message.value()
+                except MalformedValueError:
+                    malformed += 1
+
+        kept_before = [(m.offset, m.key, m.value()) for m in self._compacted]
+        done = compaction(kept_before, values(), rules_for(StorageType.SystemTopic, model), keep_tombstones)
+        self._compacted = [self._log[offset] for offset in done.survivors]
+        self._compacted_offsets = list(done.survivors)
         self.horizon = horizon
         self._bytes_since_horizon = sum(len(m.payload or b"") + len(m.key) for m in self._log[horizon:])
         self.compactions += 1
-        return CompactionReport(horizon, len(live), dropped, deleted, malformed)
+        return CompactionReport(horizon, done.live, horizon - len(done.survivors), done.deleted, malformed)
 
     def reader(self, name: str = "reader", read_compacted: bool = True) -> Reader:
         """A reader at the earliest position; ``read_compacted`` as Pulsar's table views use."""
         return Reader(self, name, read_compacted)
-
-    def _next_compacted(self, position: int) -> Message | None:
-        i = bisect.bisect_left(self._compacted_offsets, position)
-        return self._compacted[i] if i < len(self._compacted) else None
 
 
 class Reader:
@@ -243,9 +282,9 @@ class Reader:
         """Whether ``read_next`` would return a message (behind the horizon, the compacted
         snapshot may have nothing left for this reader while the horizon is the end)."""
         topic = self.topic
-        if self.read_compacted and self.position < topic.horizon and topic._next_compacted(self.position) is None:
-            return topic.horizon < topic.end
-        return self.position < topic.end
+        if not self.read_compacted:
+            return self.position < topic.end
+        return next_offset(self.position, topic.horizon, topic._compacted_offsets, topic.end) is not None
 
     @property
     def lag(self) -> int:
@@ -255,17 +294,15 @@ class Reader:
     def read_next(self) -> Message | None:
         """The next message, or ``None`` at the end of the log."""
         topic = self.topic
-        if self.read_compacted and self.position < topic.horizon:
-            message = topic._next_compacted(self.position)
-            if message is not None:
-                self.position = message.offset + 1
-                return message
-            self.position = topic.horizon
-        if self.position < topic.end:
-            message = topic._log[self.position]
-            self.position += 1
-            return message
-        return None
+        if self.read_compacted:
+            offset = next_offset(self.position, topic.horizon, topic._compacted_offsets, topic.end)
+        else:
+            offset = self.position if self.position < topic.end else None
+        if offset is None:
+            self.position = max(self.position, min(topic.horizon, topic.end)) if self.read_compacted else self.position
+            return None
+        self.position = offset + 1
+        return topic._log[offset]
 
     def read_all(self) -> Iterable[Message]:
         while (message := self.read_next()) is not None:
