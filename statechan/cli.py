@@ -239,12 +239,17 @@ def _verdict_cell(verdict: Verdict) -> str:
 
 
 @app.command("demo")
-def demo_command(model: ModelOption = DEFAULT_MODEL) -> None:
+def demo_command(
+    model: ModelOption = DEFAULT_MODEL,
+    pages: Annotated[
+        Path, typer.Option(help="Where to write the demo's pages (a counterexample, a saved run, an audit).")
+    ] = Path("demo-pages"),
+) -> None:
     """The main job on built-in defaults: the state graph, its checks, resolver answers, a checked
     simulation, the model checker and the auditor (statechan.demo drives the commands)."""
     from statechan.demo import run
 
-    run(_load(model))
+    run(_load(model), pages)
 
 
 def _write_trace(cluster: Cluster, path: Path) -> None:

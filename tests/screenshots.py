@@ -51,8 +51,8 @@ def main() -> int:
                 screenshot(driver, folder / "audit.png", most=1000)
                 driver.get(story_page.as_uri())
                 driver.find_element("css selector", "a.example").click()
-                story = driver.find_element("css selector", "section.story.shown")
-                driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", story)
+                opened = driver.find_element("css selector", "section.story.shown")
+                driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", opened)
                 screenshot(driver, folder / "story.png", most=1400)
         except BrowserUnavailable as exc:
             print(f"screenshots: no browser: {exc}", file=sys.stderr)

@@ -116,6 +116,23 @@ def test_a_story_highlights_the_entry_asked_about(tmp_path: Path) -> None:
     assert "more entries of the story are not drawn" in html
 
 
+def test_a_run_that_breaks_nothing_says_so(tmp_path: Path) -> None:
+    from statechan.cluster import Deliver, Lookup, RunTask, SimConfig
+    from statechan.cluster.runfile import save_run
+
+    config = SimConfig(brokers=2, bundles_per_namespace=1)
+    bundle, broker = "tenant/ns-0/0x00000000_0xffffffff", "broker-1:8080"
+    run, page = tmp_path / "run.json", tmp_path / "page.html"
+    save_run(run, config, [Lookup(broker, bundle), RunTask(broker), Deliver(broker), Deliver("broker-2:8080")])
+    result = RUNNER.invoke(app, ["replay", str(run), "--quiet", "--html", str(page)])
+    assert result.exit_code == 0, result.output
+    html = page.read_text()
+    assert "no invariant broken" in html
+    assert 'class="band broken"' not in html
+    assert html.count('class="event write') == 1  # the Assigning the lookup started
+    assert html.count('class="event deliver') == 2
+
+
 # -- bad input ---------------------------------------------------------------------------------------------
 def _write(path: Path, data: object) -> Path:
     path.write_text(data if isinstance(data, str) else json.dumps(data))
