@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit typecheck lint bench deep fuzz docs clean java zookeeper
+.PHONY: demo test unit typecheck lint bench deep fuzz docs clean java zookeeper chromium screenshots
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "statechan needs Python >= 3.11")'
@@ -19,11 +19,15 @@ java:
 zookeeper:
 	@scripts/ensure-zookeeper.sh
 
+chromium:
+	@scripts/ensure-chromium.sh
+
 demo: $(STAMP) java
 	$(PY) -m statechan demo
 
-test: $(STAMP) java zookeeper
-	$(PY) -m pytest -q -n auto
+# --dist loadgroup: the page tests share one browser (their xdist_group), the rest spread as usual
+test: $(STAMP) java zookeeper chromium
+	$(PY) -m pytest -q -n auto --dist loadgroup
 	$(PY) -m mypy
 	$(PY) -m ruff check statechan tests properties conftest.py
 	$(PY) -m statechan graph --check-docs docs
@@ -52,6 +56,10 @@ docs: $(STAMP)
 	$(PY) -m statechan graph --write-docs docs
 	$(PY) -m statechan traces schema > traces/trace.schema.json
 	$(PY) -m statechan traces report-schema > traces/report.schema.json
+
+# the pages' pictures in docs/pages (headless Chromium)
+screenshots: $(STAMP) chromium
+	$(PY) -m tests.screenshots docs/pages
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info

@@ -34,7 +34,7 @@ from statechan.values import LONG_MAX, ServiceUnitStateData, brief
 
 if TYPE_CHECKING:
     from statechan.audit import AuditReport
-    from statechan.cluster import Cluster
+    from statechan.cluster import Action, Cluster, SimConfig
     from statechan.explain import Entry
 
 app = typer.Typer(
@@ -239,12 +239,17 @@ def _verdict_cell(verdict: Verdict) -> str:
 
 
 @app.command("demo")
-def demo_command(model: ModelOption = DEFAULT_MODEL) -> None:
+def demo_command(
+    model: ModelOption = DEFAULT_MODEL,
+    pages: Annotated[
+        Path, typer.Option(help="Where to write the demo's pages (a counterexample, a saved run, an audit).")
+    ] = Path("demo-pages"),
+) -> None:
     """The main job on built-in defaults: the state graph, its checks, resolver answers, a checked
     simulation, the model checker and the auditor (statechan.demo drives the commands)."""
     from statechan.demo import run
 
-    run(_load(model))
+    run(_load(model), pages)
 
 
 def _write_trace(cluster: Cluster, path: Path) -> None:
@@ -263,6 +268,23 @@ def _write_trace(cluster: Cluster, path: Path) -> None:
         markup=False,
         soft_wrap=True,
     )
+
+
+def _write_run_page(
+    path: Path,
+    title: str,
+    config: SimConfig,
+    actions: Sequence[Action],
+    picks: Sequence[int] | None,
+    **how: Any,
+) -> None:
+    """Write a run's sequence diagram page (:func:`statechan.sequence.run_diagram` takes ``how``)."""
+    from statechan.pages import diagram_page, write_page
+    from statechan.sequence import run_diagram
+
+    final = _history_checker if how.get("check") is not None else None
+    write_page(path, diagram_page(run_diagram(config, actions, title, picks=picks, final_check=final, **how)))
+    console.print(f"page: {path} (the run as a sequence diagram)", highlight=False, markup=False)
 
 
 def _progress(message: str) -> None:
@@ -560,6 +582,10 @@ def check_command(
         list[str] | None,
         typer.Option(help="Leave out this cluster invariant (repeatable), e.g. to look past a known finding."),
     ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(help="Write a counterexample as a sequence diagram here (a self-contained HTML page)."),
+    ] = None,
 ) -> None:
     """Explore every run of a small cluster within the bounds: safety and liveness.
 
@@ -578,6 +604,7 @@ def check_command(
         raise typer.Exit(2)
     _writable(save_run, "--save-run")
     _writable(graph, "--graph", [save_run] if save_run else [], "the --save-run file")
+    _writable(html, "--html", [p for p in (save_run, graph) if p], "the --save-run or --graph file")
     chosen: str | Variant = variant
     if model is not None:
         try:
@@ -724,6 +751,12 @@ def check_command(
         with atomic_output(save_run) as partial:
             write_run(partial, config, result.path, note=f"statechan check: {problem}", picks=result.picks)
         console.print(f"saved to {save_run}; statechan replay {save_run}", highlight=False)
+    if html is not None:
+        title = f"statechan check --variant {variant} ({bounds.describe()})"
+        _write_run_page(
+            html, title, config, result.path, result.picks,
+            problem=problem, liveness=result.violation is None, lasso=result.lasso, note=f"counterexample: {problem}",
+        )
     raise typer.Exit(1)
 
 
@@ -763,6 +796,9 @@ def replay_command(
     trace: Annotated[
         Path | None, typer.Option(help="Write the whole run's trace (JSON Lines, view records included) here.")
     ] = None,
+    html: Annotated[
+        Path | None, typer.Option(help="Write the run as a sequence diagram here (a self-contained HTML page).")
+    ] = None,
 ) -> None:
     """Replay a saved run step by step, printing its timeline and any broken invariant."""
     from statechan.cluster.runfile import RunFileError, load_saved_run, replay
@@ -773,10 +809,13 @@ def replay_command(
     except RunFileError as exc:
         _usage_error(str(exc))
     _writable(trace, "--trace", [run])
+    _writable(html, "--html", [run, *([trace] if trace else [])], "an input or the --trace file")
     checker, _ = _invariant_checker(1)
     steps = build_timeline(config, actions, checker, stop_at_violation=True, final_check=_history_checker, picks=picks)
     if not quiet:
         console.print(format_timeline(steps, f"{run}: {note}".rstrip(": ")), markup=False, highlight=False)
+    if html is not None:
+        _write_run_page(html, str(run), config, actions, picks, note=note, check=_invariant_checker(1)[0])
     broken = [v for step in steps for v in step.violations]
     errors = [(i, step) for i, step in enumerate(steps, start=1) if step.error]
     if errors:
@@ -922,6 +961,9 @@ def traces_show_command(
     as_json: Annotated[
         bool, typer.Option("--json", help="One JSON object per entry (the record, its verdict, the value held).")
     ] = False,
+    html: Annotated[
+        Path | None, typer.Option(help="Also write the entries shown as a sequence diagram here (an HTML page).")
+    ] = None,
 ) -> None:
     """Show a bundle's records in offset order, each with the resolver's verdict and the value a
     reader holds after it, interleaved with the broker registry and leader records."""
@@ -935,6 +977,7 @@ def traces_show_command(
         raise typer.Exit(2) from None
     paths = _trace_files(paths)
     _readable(paths)
+    _writable(html, "--html", paths, "a trace")
     try:
         told = story(paths, selection, storage.storage, model)
     except (OSError, ValueError) as exc:
@@ -957,6 +1000,16 @@ def traces_show_command(
     if not channel:
         err.print("[red]error:[/red] no channel record of the selected keys in the trace", highlight=False)
         raise typer.Exit(1)
+    if html is not None:
+        from statechan.pages import diagram_page, write_page
+        from statechan.sequence import story_diagram
+
+        title = ", ".join(told.keys) + ("" if around is None else f" around offset {around}")
+        left = len(told.entries) - len(shown)
+        omitted = f"{left:,} more entries of the story are not drawn (--around, --context)" if left else ""
+        diagram = story_diagram(shown, title, focus={around: []} if around is not None else None, omitted=omitted)
+        write_page(html, diagram_page(diagram))
+        console.print(f"page: {html} (the story as a sequence diagram)", highlight=False, markup=False)
 
 
 def _story_table(entries: Sequence[Entry], several: bool) -> Table:
@@ -1322,6 +1375,13 @@ def audit_command(
             "dependencies (default: when the master is not local).",
         ),
     ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also write the report as a page here (self-contained HTML): counts per invariant, each example "
+            "linked to its key's story as a sequence diagram."
+        ),
+    ] = None,
 ) -> None:
     """Audit recorded channel records against the protocol and report every violation.
 
@@ -1351,6 +1411,7 @@ def audit_command(
     if spark_conf and engine is not Engine.spark:
         err.print("[red]error:[/red] --conf is for the spark engine")
         raise typer.Exit(2)
+    _writable(html, "--html", [*inputs, report], "a trace or the --report file")
     try:
         check_report(report, inputs)
         if engine is Engine.spark:
@@ -1383,6 +1444,11 @@ def audit_command(
         err.print(spark_error(exc, master, spark_conf), highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(2) from None
     _print_audit(result)
+    if html is not None:
+        from statechan.pages import audit_report_page, write_page
+
+        write_page(html, audit_report_page(result))
+        console.print(f"page: {html} (the report, each example linked to its key's story)", highlight=False)
     if not result.channel_records:  # all zeros would read as a clean audit of nothing
         if not result.records:
             why = "the trace is empty"

@@ -4,6 +4,7 @@ prints is what those commands print); it holds no logic of its own beyond choosi
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -99,9 +100,10 @@ DEMO_QUESTIONS: list[tuple[str, ServiceUnitStateData | None, ServiceUnitStateDat
 ]
 
 
-def run(m: ProtocolModel) -> None:
+def run(m: ProtocolModel, pages: Path | None = None) -> None:
     """The main job on built-in defaults: the state graph, its checks, and resolver answers; on the
-    default model also a checked simulation, the model checker and the auditor."""
+    default model also a checked simulation, the model checker and the auditor, with their pages
+    written to ``pages`` (none: no pages)."""
     console.rule(f"statechan demo — model {m.name}")
     console.print(m.spec.description, highlight=False)
     for storage in m.storages:
@@ -123,9 +125,12 @@ def run(m: ProtocolModel) -> None:
     console.print("Mermaid source of the system-topic graph (paste into any Mermaid viewer):")
     console.print(mermaid(m, m.storages[0]), markup=False, highlight=False)
     if m.name == DEFAULT_MODEL:
+        if pages is not None:
+            pages.mkdir(parents=True, exist_ok=True)
         _demo_simulation()
-        _demo_check()
-        _demo_audit()
+        _demo_check(pages)
+        _demo_audit(pages)
+        _demo_pages(pages)
 
 
 def _demo_simulation() -> None:
@@ -148,22 +153,26 @@ def _demo_simulation() -> None:
     )
 
 
-def _demo_check() -> None:
-    """The model checker on its default bound, then a historical bug it finds."""
+def _demo_check(pages: Path | None) -> None:
+    """The model checker on its default bound, then a historical bug it finds (and its page)."""
     console.rule("the model checker: every run of 2 brokers, 1 bundle, 1 lookup, 1 transfer or split")
     console.print("$ statechan check", highlight=False)
     check_command()
-    console.print("$ statechan check --variant 25379 --crashes 1 --restarts 1", highlight=False)
+    html = None if pages is None else pages / "counterexample-25379.html"
+    console.print(
+        "$ statechan check --variant 25379 --crashes 1 --restarts 1" + (f" --html {html}" if html else ""),
+        highlight=False,
+    )
     try:
-        check_command(variant="25379", crashes=1, restarts=1)
+        check_command(variant="25379", crashes=1, restarts=1, html=html)
     except typer.Exit as exc:
         console.print(f"(exit status {exc.exit_code}: the bug put back is found)", highlight=False)
     console.print("More: statechan check --help · docs/checker.md", highlight=False)
 
 
-def _demo_audit() -> None:
-    """The trace auditor on Spark: the sample trace, a generated one with planted violations, and
-    a historical bug's run with its view records."""
+def _demo_audit(pages: Path | None) -> None:
+    """The trace auditor on Spark: the sample trace, a generated one with planted violations (and
+    its report's page), and a historical bug's run with its view records."""
     import tempfile
 
     from statechan.audit import audit
@@ -187,6 +196,10 @@ def _demo_audit() -> None:
         console.print("$ statechan audit planted.parquet", highlight=False)
         planted = audit([trace], None, progress=_progress)
         _print_audit(planted, hint=False)
+        if pages is not None:
+            from statechan.pages import audit_report_page, write_page
+
+            write_page(pages / "audit-planted.html", audit_report_page(planted))
         _demo_story(trace, planted)
         _demo_audit_views(Path(folder))
     console.print("More: statechan audit --help · traces/README.md (format, report, recipes)", highlight=False)
@@ -226,3 +239,21 @@ def _demo_story(trace: Path, report: AuditReport) -> None:
     )
     told = story([trace], Selection(frozenset({example.key})))
     console.print(_story_table(told.around(example.offset, 3), several=False))
+
+
+def _demo_pages(pages: Path | None) -> None:
+    """A saved finding's run as a page, and where every page of the demo is."""
+    if pages is None:
+        return
+    run = Path("docs/counterexamples/finding-split-handover.json")
+    if run.exists():
+        from statechan.cli import replay_command
+
+        console.print(f"$ statechan replay {run} --quiet --html {pages / 'finding-split-handover.html'}")
+        with contextlib.suppress(typer.Exit):  # the finding breaks single-owner: exit status 1, as meant
+            replay_command(run, quiet=True, trace=None, html=pages / "finding-split-handover.html")
+    written = sorted(pages.glob("*.html"))
+    console.rule("pages")
+    for page in written:
+        console.print(f"  {page.resolve().as_uri()}", highlight=False, markup=False)
+    console.print("Open them in a browser: self-contained HTML, no network needed (docs/pages.md).", highlight=False)

@@ -99,9 +99,14 @@ def test_unknown_model_and_bad_option() -> None:
     assert "png" in result.output
 
 
-def test_demo_prints_graph_and_resolver_answers() -> None:
-    result = runner.invoke(app, ["demo"])
+def test_demo_prints_graph_and_resolver_answers(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["demo", "--pages", str(tmp_path / "pages")])
     assert result.exit_code == 0, result.output
+    written = sorted(p.name for p in (tmp_path / "pages").glob("*.html"))
+    assert written == ["audit-planted.html", "counterexample-25379.html", "finding-split-handover.html"]
+    for name in written:  # each is a page with a diagram, and the demo says where
+        assert '<svg xmlns="http://www.w3.org/2000/svg" class="sequence"' in (tmp_path / "pages" / name).read_text()
+        assert name in result.output
     assert "pulsar-4: SystemTopic transitions" in result.output
     assert "stale-version" in result.output
     assert "accepted-version-gap" in result.output
