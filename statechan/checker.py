@@ -713,7 +713,9 @@ class _Expander:
             out = frozenset(kind for kind, n in zip(self.budget, left, strict=True) if n <= 0)
             # ticks are listed even when spent: a spent tick budget marks the state's timers as cut
             unlisted = frozenset(
-                t for t in (*BUDGETED, *_ADMIN_TYPES) if (kind := budget_of(t, self.bounds)) in out | {"off"} and kind != "tick"
+                t
+                for t in (*BUDGETED, *_ADMIN_TYPES)
+                if (kind := budget_of(t, self.bounds)) in out | {"off"} and kind != "tick"
             )
             found = self._left[left] = _Left(
                 dict(zip(self.budget, left, strict=True)), unlisted, out, budget_left(self.budget, spent)
@@ -1046,7 +1048,9 @@ class _PorCandidate:
     latest: int
 
 
-_CLOCK_RISKS = frozenset({TimerKind.cleanup, TimerKind.cleanup_recheck, TimerKind.session_expiry, TimerKind.shutdown_complete})
+_CLOCK_RISKS = frozenset(
+    {TimerKind.cleanup, TimerKind.cleanup_recheck, TimerKind.session_expiry, TimerKind.shutdown_complete}
+)
 
 
 def _por_candidates(
@@ -1206,7 +1210,11 @@ def _por_after(
                 channel
             ):
                 why.append("deadline")
-            if was.state in setup.active and child.unregistered_at and candidate.latest - since > cleanup_bound_ms(channel) - 1:
+            if (
+                was.state in setup.active
+                and child.unregistered_at
+                and candidate.latest - since > cleanup_bound_ms(channel) - 1
+            ):
                 why.append("deadline")
     accepted = any(broker == i for broker, _ in outcome.handled)
     if changed or leaves_task or accepted:
@@ -1314,5 +1322,3 @@ def graph_text(result: CheckResult, fmt: str) -> str:
 def _action_label(action: Action) -> str:
     text = _BROKER.sub(lambda m: "b" + m.group(1), action.describe())
     return re.sub(r"[\w-]+/[\w-]+/", "", text).replace('"', "'")
-
-

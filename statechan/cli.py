@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import enum
 import json
 import os
@@ -15,7 +14,6 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import pydantic
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from statechan.audit import EXAMPLES_MAX, TIMEOUT_MAX_S
@@ -27,15 +25,23 @@ from statechan.docs import stale_docs, write_docs
 from statechan.graph import check_graph, dot, mermaid
 from statechan.invariants.replay import CLEANUP_TIMEOUT_MS, IN_FLIGHT_TIMEOUT_MS, TOMBSTONE_TIMEOUT_MS
 from statechan.model import DEFAULT_MODEL, ModelError, ProtocolModel, builtin_model_names, load_model
-from statechan.resolver import Verdict, resolve
+from statechan.render import (
+    console,
+    err,
+    history_checker,
+    invariant_checker,
+    print_audit,
+    progress,
+    story_table,
+    transition_table,
+)
+from statechan.resolver import resolve
 from statechan.states import StorageType
 from statechan.stores.metadata import Store, StoreError
-from statechan.values import LONG_MAX, ServiceUnitStateData, brief
+from statechan.values import LONG_MAX, ServiceUnitStateData
 
 if TYPE_CHECKING:
-    from statechan.audit import AuditReport
     from statechan.cluster import Action, Cluster, SimConfig
-    from statechan.explain import Entry
 
 app = typer.Typer(
     name="statechan",
@@ -44,10 +50,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-# Piped output (make demo, CI logs) gets a fixed, readable width instead of rich's 80 columns.
-# soft_wrap: a message naming a path or a key is never broken across lines (tables still fit the width)
-console = Console(width=None if sys.stdout.isatty() else 132, soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
 VARIANT_HELP = "current, or a historical bug put back, by PR: " + ", ".join(
     v for v in sorted(VARIANTS) if v != "current"
 )
@@ -126,25 +128,6 @@ def models_command() -> None:
     console.print(table)
 
 
-def _transition_table(m: ProtocolModel, storage: StorageType) -> Table:
-    table = Table(title=f"{m.name}: {storage.value} transitions", title_justify="left")
-    for column in ("from", "valid to", "flows", "broker checks"):
-        table.add_column(column)
-    edges = m.edges(storage)
-    for src in m.states:
-        outgoing = [(dst, edge) for (a, dst), edge in edges.items() if a == src]
-        for i, (dst, edge) in enumerate(outgoing):
-            table.add_row(
-                src.name if i == 0 else "",
-                dst.name,
-                ", ".join(edge.flows),
-                ", ".join(c.value for c in edge.checks) or "-",
-            )
-        if not outgoing:
-            table.add_row(src.name, "-", "", "")
-    return table
-
-
 @app.command("graph")
 def graph_command(
     model: ModelOption = DEFAULT_MODEL,
@@ -192,7 +175,7 @@ def graph_command(
     elif fmt is GraphFormat.dot:
         console.print(dot(m, storage.storage), end="", markup=False, highlight=False)
     else:
-        console.print(_transition_table(m, storage.storage))
+        console.print(transition_table(m, storage.storage))
 
 
 def _value(text: str, what: str) -> ServiceUnitStateData | None:
@@ -233,11 +216,6 @@ def resolve_command(
     )
 
 
-def _verdict_cell(verdict: Verdict) -> str:
-    colour = "green" if verdict.accepted else "red"
-    return f"[{colour}]{verdict}[/{colour}]"
-
-
 @app.command("demo")
 def demo_command(
     model: ModelOption = DEFAULT_MODEL,
@@ -247,9 +225,9 @@ def demo_command(
 ) -> None:
     """The main job on built-in defaults: the state graph, its checks, resolver answers, a checked
     simulation, the model checker and the auditor (statechan.demo drives the commands)."""
-    from statechan.demo import run
+    from statechan.demo import Commands, run
 
-    run(_load(model), pages)
+    run(_load(model), pages, Commands(check=check_command, replay=replay_command))
 
 
 def _write_trace(cluster: Cluster, path: Path) -> None:
@@ -282,37 +260,15 @@ def _write_run_page(
     from statechan.pages import diagram_page, write_page
     from statechan.sequence import run_diagram
 
-    final = _history_checker if how.get("check") is not None else None
+    final = history_checker if how.get("check") is not None else None
     write_page(path, diagram_page(run_diagram(config, actions, title, picks=picks, final_check=final, **how)))
     console.print(f"page: {path} (the run as a sequence diagram)", highlight=False, markup=False)
-
-
-def _progress(message: str) -> None:
-    err.print(f"[dim]audit:[/dim] {message}", highlight=False, soft_wrap=True)
 
 
 class StoreChoice(enum.Enum):
     system_topic = "system-topic"
     metadata_store = "metadata-store"
     both = "both"
-
-
-def _invariant_checker(every: int) -> tuple[Callable[[Cluster], list[str]], int]:
-    """The catalogue's cluster invariants on each checked observation, and its step invariants on
-    each with the one checked before it."""
-    from statechan.cluster.runner import ObservationCheck
-    from statechan.invariants.catalogue import check, check_step
-
-    return ObservationCheck(check, check_step), every
-
-
-def _history_checker(cluster: Cluster) -> list[str]:
-    """The history invariants over everything the cluster recorded."""
-    from statechan.invariants.catalogue import check_trace, simulation_ids, simulation_settings
-
-    settings = simulation_settings(cluster.config, cluster.storage, cluster.model.name)
-    found = check_trace(cluster.trace, cluster.storage, cluster.model.name, simulation_ids(), settings)
-    return [str(v) for v in found]
 
 
 def _zookeeper_store(address: str) -> Callable[[Clock], Store]:
@@ -426,7 +382,7 @@ def simulate_command(
         splits_per_hour=splits,
         lookups_per_hour=lookups,
     )
-    checker, every = _invariant_checker(check_every) if check else (None, check_every)
+    checker, every = invariant_checker(check_every) if check else (None, check_every)
     console.print(
         f"simulating {brokers} brokers, {namespaces * bundles} bundles, {hours:g} h on "
         f"{store.value}, variant {variant}, seed {seed} …",
@@ -447,7 +403,7 @@ def simulate_command(
     for line in summary.lines():
         console.print(line, highlight=False, markup=False)
     if check:
-        history = _history_checker(simulation.cluster)
+        history = history_checker(simulation.cluster)
         console.print(
             f"history invariants over {len(simulation.cluster.trace):,} trace records: "
             + (f"{len(history)} violation(s)" if history else "no violation"),
@@ -754,8 +710,15 @@ def check_command(
     if html is not None:
         title = f"statechan check --variant {variant} ({bounds.describe()})"
         _write_run_page(
-            html, title, config, result.path, result.picks,
-            problem=problem, liveness=result.violation is None, lasso=result.lasso, note=f"counterexample: {problem}",
+            html,
+            title,
+            config,
+            result.path,
+            result.picks,
+            problem=problem,
+            liveness=result.violation is None,
+            lasso=result.lasso,
+            note=f"counterexample: {problem}",
         )
     raise typer.Exit(1)
 
@@ -810,12 +773,12 @@ def replay_command(
         _usage_error(str(exc))
     _writable(trace, "--trace", [run])
     _writable(html, "--html", [run, *([trace] if trace else [])], "an input or the --trace file")
-    checker, _ = _invariant_checker(1)
-    steps = build_timeline(config, actions, checker, stop_at_violation=True, final_check=_history_checker, picks=picks)
+    checker, _ = invariant_checker(1)
+    steps = build_timeline(config, actions, checker, stop_at_violation=True, final_check=history_checker, picks=picks)
     if not quiet:
         console.print(format_timeline(steps, f"{run}: {note}".rstrip(": ")), markup=False, highlight=False)
     if html is not None:
-        _write_run_page(html, str(run), config, actions, picks, note=note, check=_invariant_checker(1)[0])
+        _write_run_page(html, str(run), config, actions, picks, note=note, check=invariant_checker(1)[0])
     broken = [v for step in steps for v in step.violations]
     errors = [(i, step) for i, step in enumerate(steps, start=1) if step.error]
     if errors:
@@ -990,7 +953,7 @@ def traces_show_command(
         for entry in shown:
             sys.stdout.write(json.dumps(entry.to_json(), separators=(",", ":")) + "\n")
     else:
-        console.print(_story_table(shown, several=len(told.keys) > 1 or selection.namespace is not None))
+        console.print(story_table(shown, several=len(told.keys) > 1 or selection.namespace is not None))
         console.print(
             f"{counted(channel, 'channel record')} of {counted(len(told.keys), 'key')}"
             + (f", {len(shown):,} of {len(told.entries):,} entries shown" if len(shown) < len(told.entries) else "")
@@ -1010,48 +973,6 @@ def traces_show_command(
         diagram = story_diagram(shown, title, focus={around: []} if around is not None else None, omitted=omitted)
         write_page(html, diagram_page(diagram))
         console.print(f"page: {html} (the story as a sequence diagram)", highlight=False, markup=False)
-
-
-def _story_table(entries: Sequence[Entry], several: bool) -> Table:
-    from statechan.traces import ChannelRecord, LeaderRecord, RegistryRecord, ViewRecord
-
-    table = Table(title_justify="left")
-    table.add_column("offset", justify="right")
-    table.add_column("time")
-    if several:
-        table.add_column("key")
-    table.add_column("record")
-    table.add_column("verdict")
-    table.add_column("held after")
-    for entry in entries:
-        record = entry.record
-        cells = [f"{entry.offset:,}", _moment(entry.time)]
-        if isinstance(record, ChannelRecord):
-            who = f" (by {record.producer})" if record.producer else ""
-            bundle = [record.key.rsplit("/", 1)[1]] if several else []
-            verdict = "" if entry.verdict is None else _verdict_cell(entry.verdict)
-            held = brief(entry.held, none="(nothing)")
-            cells += [*bundle, brief(record.value, none="tombstone") + who, verdict, held]
-        else:
-            if isinstance(record, RegistryRecord):
-                what = f"[dim]registry: {record.broker} {record.event}[/dim]"
-            elif isinstance(record, LeaderRecord):
-                what = f"[dim]leader: {record.broker}[/dim]"
-            else:
-                assert isinstance(record, ViewRecord)
-                took = "took" if record.accepted else "refused"
-                what = f"[dim]view of {record.observer}: {took} {brief(record.value, none='tombstone')}[/dim]"
-            cells += [*([""] if several else []), what, "", ""]
-        table.add_row(*cells)
-    return table
-
-
-def _moment(ms: int) -> str:
-    """A record's time: UTC to the millisecond for a real clock, seconds for a simulator's (from 0)."""
-    if ms >= 10**12:  # after 2001: a wall clock
-        moment = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
-        return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d}"
-    return f"{ms / 1000:.3f} s"
 
 
 def _plants(specs: list[str]) -> dict[str, int]:
@@ -1429,7 +1350,7 @@ def audit_command(
             engine.value,
             master,
             partitions,
-            _progress,
+            progress,
             ship_code=ship_code,
             start_spark=lambda: _held_back(lambda: spark_session(master, conf=progress_bar | spark_conf)),
         )
@@ -1443,7 +1364,7 @@ def audit_command(
         err.print("[red]error:[/red] the audit failed: ", end="", highlight=False)
         err.print(spark_error(exc, master, spark_conf), highlight=False, markup=False, soft_wrap=True)
         raise typer.Exit(2) from None
-    _print_audit(result)
+    print_audit(result)
     if html is not None:
         from statechan.pages import audit_report_page, write_page
 
@@ -1514,48 +1435,6 @@ def _spark_conf(specs: Sequence[str]) -> dict[str, str]:
             raise typer.Exit(2)
         conf[key.strip()] = value.strip()
     return conf
-
-
-def _print_audit(result: AuditReport, hint: bool = True) -> None:
-    rejected = sum(result.rejected.values())
-    console.print(
-        f"{result.records:,} records ({result.channel_records:,} channel, {counted(result.bundles, 'bundle')}, "
-        f"{counted(result.namespaces, 'namespace')}; {result.malformed:,} malformed); resolver: {result.accepted:,} "
-        f"accepted, {rejected:,} rejected"
-        + (f" ({', '.join(f'{r} {n:,}' for r, n in result.rejected.items())})" if rejected else ""),
-        highlight=False,
-    )
-    table = Table(title=f"Violations ({result.engine}, {result.elapsed_s:.1f} s)", title_justify="left")
-    table.add_column("invariant")
-    table.add_column("count", justify="right")
-    table.add_column("first example")
-    for invariant, summary in result.violations.items():
-        first = summary.examples[0] if summary.examples else None
-        where = "" if first is None or first.offset is None else f" @ {first.offset}"
-        shown = "" if first is None else f"{first.key}{where}: {first.detail}"
-        count = f"[red]{summary.count:,}[/red]" if summary.count else "0"
-        table.add_row(invariant, count, shown)
-    console.print(table)
-    others = ", ".join(f"{k} {v:,}" for k, v in result.counted.items())
-    console.print(f"counted (not violations): {others}", highlight=False)
-    reasons: dict[str, list[str]] = {}
-    for skipped in result.skipped:  # one line per reason
-        reasons.setdefault(skipped.reason, []).append(skipped.check)
-    for reason, checks in reasons.items():
-        console.print(f"skipped: {', '.join(checks)}: {reason}", highlight=False)
-    if result.quarantine:
-        console.print(f"malformed lines quarantined in {result.quarantine}", highlight=False)
-    example = next((e for s in result.violations.values() for e in s.examples if e.key and e.offset is not None), None)
-    if example is not None and hint:
-        storage = " --storage metadata-store" if result.settings.get("storage") == "MetadataStore" else ""
-        if result.settings.get("model", DEFAULT_MODEL) != DEFAULT_MODEL:
-            storage += f" --model {result.settings['model']}"
-        console.print(
-            f"look closer: statechan traces show {' '.join(result.inputs)} --key {example.key} "
-            f"--around {example.offset}{storage}",
-            highlight=False,
-            soft_wrap=True,
-        )
 
 
 def main() -> None:

@@ -5,25 +5,26 @@ prints is what those commands print); it holds no logic of its own beyond choosi
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
-from statechan.cli import (
-    _history_checker,
-    _invariant_checker,
-    _print_audit,
-    _progress,
-    _story_table,
-    _transition_table,
-    _verdict_cell,
-    check_command,
-    console,
-)
 from statechan.graph import check_graph, mermaid
 from statechan.model import DEFAULT_MODEL, ProtocolModel
+from statechan.render import (
+    console,
+    history_checker,
+    invariant_checker,
+    print_audit,
+    progress,
+    story_table,
+    transition_table,
+    verdict_cell,
+)
 from statechan.resolver import resolve
 from statechan.states import ServiceUnitState, StorageType
 from statechan.values import ServiceUnitStateData, brief
@@ -100,14 +101,23 @@ DEMO_QUESTIONS: list[tuple[str, ServiceUnitStateData | None, ServiceUnitStateDat
 ]
 
 
-def run(m: ProtocolModel, pages: Path | None = None) -> None:
+@dataclass(frozen=True)
+class Commands:
+    """The command line's commands the demo runs as a user would (given by the command line, which
+    sits above the demo)."""
+
+    check: Callable[..., None]
+    replay: Callable[..., None]
+
+
+def run(m: ProtocolModel, pages: Path | None = None, commands: Commands | None = None) -> None:
     """The main job on built-in defaults: the state graph, its checks, and resolver answers; on the
     default model also a checked simulation, the model checker and the auditor, with their pages
     written to ``pages`` (none: no pages)."""
     console.rule(f"statechan demo — model {m.name}")
     console.print(m.spec.description, highlight=False)
     for storage in m.storages:
-        console.print(_transition_table(m, storage))
+        console.print(transition_table(m, storage))
     console.print("[bold]Graph checks[/bold]")
     for result in check_graph(m):
         style = "green" if result.ok else "red"
@@ -120,7 +130,7 @@ def run(m: ProtocolModel, pages: Path | None = None) -> None:
             if storage not in m.storages:
                 continue
             verdict = resolve(prev, new, storage, model=m)
-            table.add_row(question, storage.value, brief(prev), brief(new), _verdict_cell(verdict))
+            table.add_row(question, storage.value, brief(prev), brief(new), verdict_cell(verdict))
         console.print(table)
     console.print("Mermaid source of the system-topic graph (paste into any Mermaid viewer):")
     console.print(mermaid(m, m.storages[0]), markup=False, highlight=False)
@@ -128,9 +138,11 @@ def run(m: ProtocolModel, pages: Path | None = None) -> None:
         if pages is not None:
             pages.mkdir(parents=True, exist_ok=True)
         _demo_simulation()
-        _demo_check(pages)
+        if commands is not None:
+            _demo_check(pages, commands.check)
         _demo_audit(pages)
-        _demo_pages(pages)
+        if commands is not None:
+            _demo_pages(pages, commands.replay)
 
 
 def _demo_simulation() -> None:
@@ -141,10 +153,10 @@ def _demo_simulation() -> None:
     console.rule("a simulated cluster: 4 brokers, 40 bundles, 2 hours with crashes, restarts, session losses")
     config = SimConfig(brokers=4, namespaces=2, bundles_per_namespace=20, seed=1)
     workload = Workload(crashes_per_hour=2, session_losses_per_hour=2, shutdowns_per_hour=1, leader_changes_per_hour=1)
-    checker, every = _invariant_checker(1)
+    checker, every = invariant_checker(1)
     simulation = Simulation(config, workload)
     summary = simulation.run(2 * 3_600_000, check=checker, check_every=every)
-    summary.violations.extend(_history_checker(simulation.cluster))
+    summary.violations.extend(history_checker(simulation.cluster))
     for line in summary.lines():
         console.print(line, highlight=False, markup=False)
     console.print(
@@ -153,7 +165,7 @@ def _demo_simulation() -> None:
     )
 
 
-def _demo_check(pages: Path | None) -> None:
+def _demo_check(pages: Path | None, check_command: Callable[..., None]) -> None:
     """The model checker on its default bound, then a historical bug it finds (and its page)."""
     console.rule("the model checker: every run of 2 brokers, 1 bundle, 1 lookup, 1 transfer or split")
     console.print("$ statechan check", highlight=False)
@@ -184,7 +196,7 @@ def _demo_audit(pages: Path | None) -> None:
         console.print(f"{sample} is not here (run the demo from the repository); skipping the auditor", highlight=False)
         return
     console.print(f"$ statechan audit {sample}", highlight=False)
-    _print_audit(audit([sample], None, progress=_progress))
+    print_audit(audit([sample], None, progress=progress))
     with tempfile.TemporaryDirectory() as folder:
         trace = Path(folder) / "planted.parquet"
         stats = write_generated(trace, 50_000, seed=1, plant=dict.fromkeys(PLANT_KINDS, 1))
@@ -194,8 +206,8 @@ def _demo_audit(pages: Path | None) -> None:
             highlight=False,
         )
         console.print("$ statechan audit planted.parquet", highlight=False)
-        planted = audit([trace], None, progress=_progress)
-        _print_audit(planted, hint=False)
+        planted = audit([trace], None, progress=progress)
+        print_audit(planted, hint=False)
         if pages is not None:
             from statechan.pages import audit_report_page, write_page
 
@@ -220,8 +232,8 @@ def _demo_audit_views(folder: Path) -> None:
     write_records(cluster.trace, trace)
     console.print(f"$ statechan replay {run} --quiet --trace 24186.jsonl   # #24186 put back", highlight=False)
     console.print("$ statechan audit 24186.jsonl --storage metadata-store", highlight=False)
-    _print_audit(
-        audit([trace], None, AuditSettings(storage=cluster.storage, model=cluster.model.name), progress=_progress),
+    print_audit(
+        audit([trace], None, AuditSettings(storage=cluster.storage, model=cluster.model.name), progress=progress),
         hint=False,
     )
 
@@ -238,17 +250,15 @@ def _demo_story(trace: Path, report: AuditReport) -> None:
         highlight=False,
     )
     told = story([trace], Selection(frozenset({example.key})))
-    console.print(_story_table(told.around(example.offset, 3), several=False))
+    console.print(story_table(told.around(example.offset, 3), several=False))
 
 
-def _demo_pages(pages: Path | None) -> None:
+def _demo_pages(pages: Path | None, replay_command: Callable[..., None]) -> None:
     """A saved finding's run as a page, and where every page of the demo is."""
     if pages is None:
         return
     run = Path("docs/counterexamples/finding-split-handover.json")
     if run.exists():
-        from statechan.cli import replay_command
-
         console.print(f"$ statechan replay {run} --quiet --html {pages / 'finding-split-handover.html'}")
         with contextlib.suppress(typer.Exit):  # the finding breaks single-owner: exit status 1, as meant
             replay_command(run, quiet=True, trace=None, html=pages / "finding-split-handover.html")

@@ -18,7 +18,7 @@ __all__ = ["LookupAnswer", "Observation"]
 T = TypeVar("T")
 
 
-class lazy(Generic[T]):  # noqa: N801 - used as a decorator, like property
+class lazy(Generic[T]):
     """An accessor worked out on first use and kept in the instance (``functools.cached_property``
     without its lock: an observation is read by one thread, and the lock cost a tenth of a check)."""
 
@@ -211,4 +211,3 @@ class Observation:
         """Per registered broker, when its registry node was last written (created, or taken over by a
         restart): how long the registry has named it without a break."""
         return {b: node.modified_ms for b, node in self.state.store.registry.items()}
-

@@ -326,7 +326,7 @@ def _action_events(action: Action, names: Names) -> list[Event]:
         Transfer,
         Unload,
     )
-    from statechan.cluster.sim import ZK_EXPIRY
+    from statechan.cluster.state import ZK_EXPIRY
 
     if isinstance(action, Lookup | Unload | Split):
         verb = action.kind
@@ -465,7 +465,7 @@ def run_diagram(
     a breach found elsewhere (the model checker's), shown at the last step (``liveness``: it is
     the checker's liveness failure; ``lasso``: where its loop begins). View records are switched
     on for the picture: they record each broker's deliveries and change nothing in the run."""
-    from statechan.cluster.sim import ZK_EXPIRY
+    from statechan.cluster.state import ZK_EXPIRY
     from statechan.cluster.timeline import build_timeline, format_timeline
 
     capture = RunCapture()

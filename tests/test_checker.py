@@ -5,7 +5,6 @@ runs that can never settle."""
 from __future__ import annotations
 
 import json
-from collections import deque
 from pathlib import Path
 
 import pytest
@@ -443,7 +442,10 @@ def test_the_search_reaches_every_state_a_search_without_abstraction_reaches(bou
         found: set[bytes] = set()
 
         def visit(
-            state: ClusterState, left: dict[str, int], fingerprint: Fingerprinter = fingerprint, found: set[bytes] = found
+            state: ClusterState,
+            left: dict[str, int],
+            fingerprint: Fingerprinter = fingerprint,
+            found: set[bytes] = found,
         ) -> None:
             found.add(fingerprint(state) + repr(sorted(left.items())).encode())
 

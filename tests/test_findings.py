@@ -22,8 +22,8 @@ from statechan.cluster import (
 )
 from statechan.cluster.actions import Deliver, Notify, RunTask
 from statechan.cluster.config import VARIANTS
-from statechan.cluster.state import TaskKind
 from statechan.cluster.runfile import load_run, load_saved_run
+from statechan.cluster.state import TaskKind
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

@@ -23,7 +23,7 @@ from statechan.cluster import (
 from statechan.cluster.actions import Shutdown
 from statechan.cluster.sim import ChannelState
 from statechan.invariants.catalogue import check
-from statechan.observation import LookupAnswer, Observation
+from statechan.observation import LookupAnswer
 from statechan.stores import MetadataStore, SyncerMode, TableViewSyncer, Topic
 from statechan.stores.tableview import path_of
 from statechan.stores.topic import COMPACTION_THRESHOLD

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from typer.testing import CliRunner
 
-from statechan.cli import _history_checker, _invariant_checker, app
+from statechan.cli import app
+from statechan.render import history_checker, invariant_checker
 from statechan.cluster.runfile import load_saved_run, replay
 from statechan.cluster.timeline import build_timeline
 from statechan.invariants.catalogue import CATALOGUE
@@ -34,7 +35,7 @@ def _expected(run: Path) -> dict[str, Any]:
     ``statechan replay`` reports broken (its own timeline and checks), and the records and answers
     an independent replay up to that step writes."""
     config, actions, _, picks = load_saved_run(run)
-    steps = build_timeline(config, actions, _invariant_checker(1)[0], True, _history_checker, picks)
+    steps = build_timeline(config, actions, invariant_checker(1)[0], True, history_checker, picks)
     broken = next(s for s in steps if s.violations)
     cluster = replay(config.model_copy(update={"trace_views": True}), actions[: broken.number], picks)
     requests = sum(1 for a in actions[: broken.number] if a.kind in ("lookup", "unload", "transfer", "split"))
@@ -55,7 +56,7 @@ def test_each_saved_run_draws_its_records_and_its_break(run: Path) -> None:
     expected = _expected(run)
     config, actions, _, picks = load_saved_run(run)
     diagram = run_diagram(
-        config, actions, str(run), check=_invariant_checker(1)[0], final_check=_history_checker, picks=picks
+        config, actions, str(run), check=invariant_checker(1)[0], final_check=history_checker, picks=picks
     )
     assert [line.id for line in diagram.brokers] == expected["brokers"]
     events = [e for g in diagram.groups for e in g.events]

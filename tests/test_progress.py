@@ -9,6 +9,7 @@ import pytest
 
 from statechan.checker import Bounds, check
 from statechan.cluster.config import SimConfig
+from statechan.cluster.state import Rec
 from statechan.invariants.catalogue import (
     CATALOGUE,
     lookup_within,
@@ -16,7 +17,6 @@ from statechan.invariants.catalogue import (
     tombstoned_within,
     unload_not_stranded,
 )
-from statechan.cluster.state import Rec
 from statechan.observation import Observation
 from statechan.states import ServiceUnitState as S
 
@@ -121,9 +121,7 @@ def test_a_deferred_lookup_is_answered_within_the_in_flight_wait(waited: int, br
         "in flight",
     ],
 )
-def test_an_unload_or_transfer_is_not_left_waiting_once_its_end_was_seen(
-    held: Rec | None, stranded: bool
-) -> None:
+def test_an_unload_or_transfer_is_not_left_waiting_once_its_end_was_seen(held: Rec | None, stranded: bool) -> None:
     observation = seen(0, held, pending_unloads={B1: {KEY: (B2, B1)}})
     assert bool(unload_not_stranded(observation)) is stranded
 

@@ -96,7 +96,9 @@ class StoreMirror:
                 seen = (event.event.value, event.path)
             wanted: object = error if path is None else (error, real_path(path))
             if seen != wanted:
-                raise MirrorMismatch(f"step {self.step} ({step}): {_name(owner)} was delivered {seen}, the model {wanted}")
+                raise MirrorMismatch(
+                    f"step {self.step} ({step}): {_name(owner)} was delivered {seen}, the model {wanted}"
+                )
         else:
             self._write(client, kind, owner, path, data, expected, error, step)
 
@@ -126,7 +128,9 @@ class StoreMirror:
         if found != error:
             did = "refused it with " + found if found else "did it"
             model = "refused it with " + error if error else "did it"
-            raise MirrorMismatch(f"step {self.step} ({step}): {kind} {where} by {_name(owner)}: the real store {did}, the model {model}")
+            raise MirrorMismatch(
+                f"step {self.step} ({step}): {kind} {where} by {_name(owner)}: the real store {did}, the model {model}"
+            )
 
     def close(self) -> None:
         for client in self.clients.values():

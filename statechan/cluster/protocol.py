@@ -16,9 +16,9 @@ cites the Pulsar class and method it follows; docs/simulator.md lists what the m
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
@@ -62,6 +62,7 @@ from statechan.cluster.state import (
     LOOKUP_CHANNELS,
     SYNCER,
     Broker,
+    Bundles,
     ChannelState,
     Client,
     ClusterState,
@@ -93,7 +94,7 @@ from statechan.cluster.state import (
 )
 from statechan.keys import Bundle, namespace_bundles, parse_key
 from statechan.model import ProtocolModel, StorageRules, load_model
-from statechan.resolver import Verdict, decide
+from statechan.resolver import decide
 from statechan.states import ServiceUnitState, StorageType
 from statechan.stores.metadata import (
     BadVersionError,
@@ -104,7 +105,7 @@ from statechan.stores.metadata import (
     SessionExpiredError,
     StoreError,
 )
-from statechan.stores.topic import compaction, next_offset
+from statechan.stores.topic import compaction
 from statechan.values import VERSION_ID_INIT, wrap_long
 
 S = ServiceUnitState
@@ -135,9 +136,7 @@ class Setup:
         self.with_syncer = config.store is StoreKind.both
         self.topic_rules: StorageRules = self.model.rules(StorageType.SystemTopic) if not self.on_store else None  # type: ignore[assignment]
         self.store_rules: StorageRules = (
-            self.model.rules(StorageType.MetadataStore)
-            if self.on_store or self.with_syncer
-            else None  # type: ignore[assignment]
+            self.model.rules(StorageType.MetadataStore) if self.on_store or self.with_syncer else None  # type: ignore[assignment]
         )
         self.brokers = config.brokers
         self.by_name = name_order(config.brokers)
@@ -146,6 +145,30 @@ class Setup:
         self.in_flight = self.model.in_flight
         self.uniform = config.placement is PlacementKind.uniform
         self.weights = Weights()
+        names = [broker_name(b) for b in range(config.brokers)]
+        self.names = names
+        self.per_broker: dict[type[Action], list[Action]] = {
+            kind: [kind(name) for name in names]
+            for kind in (Deliver, Notify, RunTask, Crash, Shutdown, LoseSession, Reconnect, Restart, Resign)
+        }
+        """Each broker's actions of each kind that name the broker alone (made once: an action is a value)."""
+        self._keyed: dict[tuple[type[Action], int, str], Action] = {}
+        self._transfers: dict[tuple[int, str, int], Transfer] = {}
+
+    def keyed(self, kind: type[Lookup | Unload | Split], broker: int, key: str) -> Action:
+        """The action of ``kind`` by ``broker`` on the bundle ``key`` (made once)."""
+        found = self._keyed.get((kind, broker, key))
+        if found is None:
+            found = self._keyed[(kind, broker, key)] = kind(self.names[broker], key)
+        return found
+
+    def transfer(self, broker: int, key: str, destination: int) -> Transfer:
+        found = self._transfers.get((broker, key, destination))
+        if found is None:
+            found = self._transfers[(broker, key, destination)] = Transfer(
+                self.names[broker], key, self.names[destination]
+            )
+        return found
 
 
 @functools.lru_cache(maxsize=64)
@@ -497,11 +520,7 @@ class Tx:
                     "key": key,
                     "value": None if value is None else value.json(),
                     "message_id": f"1:{offset}",
-                    "producer": None
-                    if producer is None
-                    else "syncer"
-                    if producer == SYNCER
-                    else broker_name(producer),
+                    "producer": None if producer is None else "syncer" if producer == SYNCER else broker_name(producer),
                 }
             )
 
@@ -512,8 +531,11 @@ class Tx:
         kept_before = [(offset, log[offset].key, _value(log[offset])) for offset in topic.compacted]
         done = compaction(
             kept_before,
-            ((offset, log[offset].key, _value(log[offset])) for offset in range(topic.horizon, topic.end)
-             if not isinstance(log[offset].value, Raw)),  # fmt: skip
+            (
+                (offset, log[offset].key, _value(log[offset]))
+                for offset in range(topic.horizon, topic.end)
+                if not isinstance(log[offset].value, Raw)
+            ),
             self.p.topic_rules,
             self.variant.compaction_keeps_tombstones,
         )
@@ -559,7 +581,6 @@ class Tx:
         return topic.log[offset]
 
     def reader_has_next(self, view: View) -> bool:
-        topic = self.s.topic
         return self.s.topic.next_for(view.position) is not None  # type: ignore[arg-type]
 
     def deliver(self, i: int, notify: bool = True) -> bool:
@@ -616,9 +637,7 @@ class Tx:
         owner = self._owner(i)
         self._live(owner)
         store = self._store if self._store is not None else self.s.store
-        loaded = sorted(
-            (key, node.data) for key, node in store.channel.items() if isinstance(node.data, Rec)
-        )
+        loaded = sorted((key, node.data) for key, node in store.channel.items() if isinstance(node.data, Rec))
         self.view_replace(self.view(i), i, loaded)
         for key, value in self.brokers[i].view.entries():
             if self.trace:
@@ -770,10 +789,8 @@ class Tx:
         broker = self.b(i)
         broker.channel = ChannelState.Disabled
         broker.shutting_down = True
-        try:
+        with contextlib.suppress(StoreError):
             self.zk_delete(self._owner(i), i)
-        except StoreError:
-            pass
         self.do_cleanup(i, i, gracefully=True)
         self.schedule(TimerKind.shutdown_complete, i, OWNERSHIP_CLEAN_UP_MAX_WAIT_TIME_IN_MILLIS)
 
@@ -964,21 +981,15 @@ class Tx:
         task, broker.tasks = broker.tasks[0], broker.tasks[1:]
         data = task.data
         kind = task.kind
-        if (
-            broker.channel is not ChannelState.Started
-            and kind in _WRITERS
-            and not self.variant.assign_after_disable
-        ):
+        if broker.channel is not ChannelState.Started and kind in _WRITERS and not self.variant.assign_after_disable:
             self.count("late-write-refused")  # #26520: no writes after disable
             self.finish_lookup(i, task.key, None, error="ServiceUnitNotReadyException: channel disabled")
             return True
         if kind is TaskKind.commit and task.put is not None:
             result: PutResult | None = None
             error = None
-            try:
+            with contextlib.suppress(StoreError):
                 result, error = self.commit_put(i, task.put)
-            except StoreError:
-                pass
             if result is not None:
                 self._settle_waits(i, task.put, result)
             failed = error is not None and not error.startswith("conflict")
@@ -1067,12 +1078,7 @@ class Tx:
         self.s.failed_splits = self.s.failed_splits | {key}
 
     def replace_bundle(self, parent: Bundle, children: list[Bundle]) -> None:
-        namespaces = []
-        for ns, bundles in self.s.namespaces:
-            if ns == parent.namespace and parent in bundles:
-                bundles = tuple(sorted([b for b in bundles if b != parent] + children))
-            namespaces.append((ns, bundles))
-        self.s.namespaces = tuple(namespaces)
+        self.s.bundles = self.s.bundles.replaced(parent, children)
 
     def registered_now(self, i: int) -> bool:
         """This broker has a session and its registry node (fix 04's condition for splitting)."""
@@ -1329,10 +1335,8 @@ class Tx:
                 self.handle_invalidate(i, key, value)
             self.view_replace(self.view(i), i, ())
         else:
-            try:
+            with contextlib.suppress(SessionExpiredError):
                 self.store_fill(i)
-            except SessionExpiredError:
-                pass
 
     def on_notification(self, i: int, path: Path, event: NodeEvent) -> None:
         broker = self.brokers[i]
@@ -1462,7 +1466,8 @@ class Tx:
         if (
             (orphans or gracefully)
             and not self.variant.cleanup_without_retry
-            and (attempt + 1) * OWNERSHIP_CLEAN_UP_WAIT_RETRY_DELAY_IN_MILLIS < OWNERSHIP_CLEAN_UP_MAX_WAIT_TIME_IN_MILLIS
+            and (attempt + 1) * OWNERSHIP_CLEAN_UP_WAIT_RETRY_DELAY_IN_MILLIS
+            < OWNERSHIP_CLEAN_UP_MAX_WAIT_TIME_IN_MILLIS
         ):
             self.schedule(
                 TimerKind.cleanup_recheck,
@@ -1702,10 +1707,8 @@ class Tx:
         """The syncer's store view writes ``value`` (a resolver-checked compare-and-set, or a delete)."""
         owner = (SYNCER, 0)
         if value is None:
-            try:
+            with contextlib.suppress(NoNodeError):
                 self.zk_delete(owner, key)
-            except NoNodeError:
-                pass
             self.syncer_refresh(key)
             return True
         node = self.zk_get(owner, key)
@@ -1765,6 +1768,8 @@ class Tx:
         self.syncer_refresh(key)
         self.echo(True, key, value, -1)
 
+
+_TICK = Tick()
 
 _WRITERS = frozenset({TaskKind.own, TaskKind.release, TaskKind.split, TaskKind.split_bundles, TaskKind.assign})
 """Tasks that write (refused once the channel is disabled, #26520)."""
@@ -1842,7 +1847,7 @@ def init(p: Setup, trace: bool = True, mirrored: bool = False) -> Outcome:
         (f"tenant/ns-{n}", tuple(namespace_bundles(f"tenant/ns-{n}", config.bundles_per_namespace)))
         for n in range(config.namespaces)
     )
-    empty = ClusterState(config.start_ms, Topic(config.channel_compaction_threshold), namespaces)
+    empty = ClusterState(config.start_ms, Topic(config.channel_compaction_threshold), Bundles(namespaces))
     tx = Tx(empty, p, first_choice, trace)
     if mirrored:
         tx.ops = []
@@ -2220,51 +2225,56 @@ def enabled(state: ClusterState, p: Setup, without: AbstractSet[type[Action]] = 
     topic = state.topic
     store = state.store
     leader = state.leader
+    each = p.per_broker
     for i in p.by_name:
         broker = state.brokers[i]
-        name = broker_name(i)
         if broker.alive:
             view = broker.view
             client = broker.client
             position = view.position
             if position is not None and topic.next_for(position) is not None:
-                actions.append(Deliver(name))
+                actions.append(each[Deliver][i])
             if client.queue:
-                actions.append(Notify(name))
+                actions.append(each[Notify][i])
             if broker.tasks:
-                actions.append(RunTask(name))
+                actions.append(each[RunTask][i])
             if lookups and broker.channel in LOOKUP_CHANNELS:
-                actions.extend(Lookup(name, key) for key in keys)
+                actions.extend(p.keyed(Lookup, i, key) for key in keys)
             if broker.channel is ChannelState.Started:
                 for key in keys if unloads or transfers or splits else ():
                     data = view.get(key)
                     if data is not None and data.state is S.Owned and data.dst_broker is not None:
                         if unloads:
-                            actions.append(Unload(name, key))
+                            actions.append(p.keyed(Unload, i, key))
                         if transfers and client.live:
                             actions.extend(
-                                Transfer(name, key, broker_name(other))
+                                p.transfer(i, key, other)
                                 for other in p.by_name
                                 if other != data.dst_broker and other in store.registry
                             )
                         if splits and data.dst_broker == i:
-                            actions.append(Split(name, key))
+                            actions.append(p.keyed(Split, i, key))
                 if Crash not in without:
-                    actions.append(Crash(name))
+                    actions.append(each[Crash][i])
                 if Shutdown not in without:
-                    actions.append(Shutdown(name))
+                    actions.append(each[Shutdown][i])
                 if client.connected and LoseSession not in without:
-                    actions.append(LoseSession(name))
+                    actions.append(each[LoseSession][i])
                 if Resign not in without and broker.is_leader and client.connected and leader == (i, False):
-                    actions.append(Resign(name))
+                    actions.append(each[Resign][i])
             if not client.connected and not client.closed:
-                actions.append(Reconnect(name))
+                actions.append(each[Reconnect][i])
         elif Restart not in without:
-            actions.append(Restart(name))
+            actions.append(each[Restart][i])
     if tick_allowed(state, p):
         tied = tied_sources(state)
-        actions.extend([Tick(source) for source in tied] if tied else [Tick()])
-    if Compact not in without and p.storage is StorageType.SystemTopic and topic.end > topic.horizon and topic.threshold > 0:
+        actions.extend([Tick(source) for source in tied] if tied else [_TICK])
+    if (
+        Compact not in without
+        and p.storage is StorageType.SystemTopic
+        and topic.end > topic.horizon
+        and topic.threshold > 0
+    ):
         actions.append(Compact())
     if state.syncer is not None:
         syncer = state.syncer

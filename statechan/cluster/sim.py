@@ -34,7 +34,6 @@ from statechan.cluster.placement import Placer
 from statechan.cluster.state import (
     LEADER_PATH,
     Broker,
-    LOOKUP_CHANNELS,
     ChannelState,
     ClusterState,
     LookupAnswer,
@@ -243,7 +242,9 @@ class Cluster:
 
     def _take(self, outcome: protocol.Outcome) -> None:
         for record in outcome.records:
-            self.trace.append({"kind": record["kind"], "offset": len(self.trace), **{k: v for k, v in record.items() if k != "kind"}})
+            self.trace.append(
+                {"kind": record["kind"], "offset": len(self.trace), **{k: v for k, v in record.items() if k != "kind"}}
+            )
         self.answers.extend(outcome.answers)
         self._step_answers = tuple(outcome.answers)
         self.counters.update(outcome.counters)

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import enum
 import functools
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, ClassVar, Final, TypeVar, Union
+from typing import Any, ClassVar, Final, TypeVar
 
 import immutables
 
@@ -43,11 +43,14 @@ S = ServiceUnitState
 Form = tuple[Any, ...]
 """A record's canonical form: nested tuples of numbers, strings, booleans and ``None``."""
 
+ZK_EXPIRY: Final = "zk:"
+"""How a :class:`~statechan.cluster.actions.Tick` names ZooKeeper expiring a broker's session (``zk:``
+and the broker's id)."""
 SYNCER: Final = -1
 """The syncer's id where a broker's would be (a producer, an ephemeral owner)."""
 LEADER_PATH: Final = "/loadbalance/leader"
 REGISTRY_PATH: Final = "/loadbalance/brokers"
-Path = Union[str, int]
+Path = str | int
 """A metadata-store node: a channel key (``str``), a broker's registry node (its id), or :data:`LEADER_PATH`."""
 
 
@@ -133,7 +136,7 @@ def _thawer(cls: type[C]) -> Callable[[C], C]:
     lines += [f"    copy.{n} = None" for n in names if n in _CACHES and n not in ("_tok", "_ch")]
     lines += ["    copy._tok = -1", "    copy._ch = 0", "    return copy"]
     scope: dict[str, Any] = {"new": object.__new__, "cls": cls}
-    exec("\n".join(lines), scope)  # noqa: S102 - code made here from the class's own slot names
+    exec("\n".join(lines), scope)
     return scope["thaw"]  # type: ignore[no-any-return]
 
 
@@ -404,7 +407,7 @@ class Registration:
 Elected = tuple[int, bool]
 """The leader election's value: a broker's id and whether it was written as its service URL
 (#21894 put back: ``http://`` and the id, which matches no broker)."""
-NodeData = Union[Rec, Raw, Registration, Elected]
+NodeData = Rec | Raw | Registration | Elected
 Owner = tuple[int, int]
 """A session's owner: (broker, incarnation), or (:data:`SYNCER`, 0)."""
 
@@ -441,7 +444,7 @@ class Node(_Cached):
         return (held, self.version, owner, c.age(self.modified_ms))
 
 
-Event = Union[SessionEvent, tuple[NodeEvent, Path]]
+Event = SessionEvent | tuple[NodeEvent, Path]
 """What a client's queue holds: a session event, or a node's change (the listener reads the node again)."""
 
 
@@ -460,7 +463,6 @@ class Client(_Cached):
         self.connected = connected
         self.closed = closed
         self.queue = queue
-
 
     @property
     def live(self) -> bool:
@@ -500,7 +502,6 @@ class Store(_Cached):
         self.zxid = zxid
         self.sessions = sessions
         """The last session number given (history)."""
-
 
     def ephemeral(self) -> list[tuple[Path, Owner]]:
         """The ephemeral nodes and their owners, in the order they were made."""
@@ -558,7 +559,6 @@ class View(_Cached):
         self.started = started
         self.closed = closed
         self._dict: dict[str, Rec] | None = None
-
 
     def get(self, key: str) -> Rec | None:
         held = self.items.get(key)
@@ -689,7 +689,7 @@ class Timer:
 
     def source_name(self) -> str:
         """The source as a :class:`~statechan.cluster.actions.Tick` names it."""
-        return ("zk:" if self.source[0] else "") + broker_name(self.broker)
+        return (ZK_EXPIRY if self.source[0] else "") + broker_name(self.broker)
 
     def form(self, c: Canon) -> Form:
         return (c.age(self.due), self.kind._value_, c.b(self.broker), self.incarnation, self.key,
@@ -739,7 +739,6 @@ class Broker(_Cached):
         self.registry_cache: frozenset[int] = frozenset()
         self.shutting_down = False
         self._sig: tuple[bool, tuple[Any, ...]] | None = None
-
 
     @property
     def is_leader(self) -> bool:
@@ -798,9 +797,7 @@ class Broker(_Cached):
             c.age(when),
             tuple(sorted((b(t), timer.form(c)) for t, timer in self.jobs.items())) if self.jobs else (),
             self.shutting_down,
-            tuple(sorted((key, b(src), b(dst)) for key, (src, dst) in self.unloads.items()))
-            if self.unloads
-            else (),
+            tuple(sorted((key, b(src), b(dst)) for key, (src, dst) in self.unloads.items())) if self.unloads else (),
             tuple(sorted(b(x) for x in self.registry_cache)) if self.registry_cache else (),
         )
 
@@ -822,8 +819,12 @@ class Broker(_Cached):
             len(self.lookups),
             self.leader_view is None,
             self.leader_view == (me, False),
-            tuple((key, v.state._value_, v.version_id, v.dst_broker == me, v.source_broker == me)
-                  for key, v in view.entries()) if self.alive else (),  # fmt: skip
+            tuple(
+                (key, v.state._value_, v.version_id, v.dst_broker == me, v.source_broker == me)
+                for key, v in view.entries()
+            )
+            if self.alive
+            else (),
             self.client.connected,
             self.client.closed,
             len(self.client.queue),
@@ -901,7 +902,6 @@ class Syncer(_Cached):
         self.active = True
         self.saved_threshold = saved
 
-
     def form(self, c: Canon, sub: Callable[[Any], Any]) -> Form:
         def echoes(counted: Echoes) -> Form:
             return tuple(sorted(((k, None if v is None else sub(v)), n) for (k, v), n in counted.items() if n))
@@ -937,7 +937,6 @@ class Topic(_Cached):
         self.born: immutables.Map[str, int] = immutables.Map()
         self.deleted: frozenset[str] = frozenset()
 
-
     @property
     def end(self) -> int:
         """The offset the next message gets (the log's length)."""
@@ -954,6 +953,27 @@ class Topic(_Cached):
 
 
 # -- the whole cluster -------------------------------------------------------------------------------
+class Bundles:
+    """The namespaces' bundles (splits replace parents), with their keys worked out once."""
+
+    __slots__ = ("form", "keys", "namespaces", "sorted_keys")
+
+    def __init__(self, namespaces: tuple[tuple[str, tuple[Bundle, ...]], ...]) -> None:
+        self.namespaces: Final = namespaces
+        self.keys: Final = frozenset(b.key for _, bundles in namespaces for b in bundles)
+        self.sorted_keys: Final = tuple(sorted(self.keys))
+        self.form: Final = tuple((ns, tuple((b.lower, b.upper) for b in bundles)) for ns, bundles in namespaces)
+
+    def replaced(self, parent: Bundle, children: list[Bundle]) -> Bundles:
+        """The bundles after ``parent`` was split into ``children`` (the same when it is gone already)."""
+        namespaces = []
+        for ns, bundles in self.namespaces:
+            if ns == parent.namespace and parent in bundles:
+                bundles = tuple(sorted([b for b in bundles if b != parent] + children))
+            namespaces.append((ns, bundles))
+        return Bundles(tuple(namespaces))
+
+
 class ClusterState(_Cached):
     """A whole cluster at one instant (see the module's docstring)."""
 
@@ -968,7 +988,7 @@ class ClusterState(_Cached):
         "leader_since",
         "loads",
         "loads_at",
-        "namespaces",
+        "bundles",
         "now",
         "seq",
         "split_failures",
@@ -980,7 +1000,7 @@ class ClusterState(_Cached):
         "work_since",
     )
 
-    def __init__(self, now: int, topic: Topic, namespaces: tuple[tuple[str, tuple[Bundle, ...]], ...]) -> None:
+    def __init__(self, now: int, topic: Topic, bundles: Bundles) -> None:
         super().__init__()
         self.now = now
         self.topic = topic
@@ -990,7 +1010,7 @@ class ClusterState(_Cached):
         """The live timers, in firing order (due time, then the order scheduled)."""
         self.seq = 0
         self.loads: tuple[Load, ...] = ()
-        self.namespaces = namespaces
+        self.bundles = bundles
         self.dead_clients: Mapping[Owner, Client] = {}
         """Crashed incarnations' clients, whose sessions live until ZooKeeper expires them."""
         self.split_failures = 0
@@ -1006,7 +1026,6 @@ class ClusterState(_Cached):
         self._quiet: bool | None = None
         """Whether nothing but timers waits (worked out once: :func:`~statechan.cluster.protocol.quiescent`)."""
 
-
     # -- reading --------------------------------------------------------------------------------------
     def registered(self, broker: int) -> bool:
         return broker in self.store.registry
@@ -1018,10 +1037,10 @@ class ClusterState(_Cached):
         return None if node is None else node.data  # type: ignore[return-value]
 
     def bundle_keys(self) -> frozenset[str]:
-        return _bundle_keys(self.namespaces)
+        return self.bundles.keys
 
     def sorted_bundle_keys(self) -> tuple[str, ...]:
-        return _sorted_keys(self.namespaces)
+        return self.bundles.sorted_keys
 
     def live_timers(self) -> tuple[Timer, ...]:
         return self.timers
@@ -1056,15 +1075,13 @@ class ClusterState(_Cached):
             jobs,
             timers,
             loads,
-            self.namespaces,
+            self.bundles.form,
             tuple(sorted(((b(x), inc), sub(client)) for (x, inc), client in self.dead_clients.items()))
             if self.dead_clients
             else (),
             self.split_failures,
             tuple(sorted((b(x), age(t)) for x, t in self.crash_times.items())) if self.crash_times else (),
-            tuple(sorted((b(x), age(t)) for x, t in self.unregistered_at.items()))
-            if self.unregistered_at
-            else (),
+            tuple(sorted((b(x), age(t)) for x, t in self.unregistered_at.items())) if self.unregistered_at else (),
             age(self.leader_since),
             age(self.work_since),
             age(self.loads_at) if self.loads_at >= 0 else None,
@@ -1079,16 +1096,6 @@ def _timer_order(c: Canon, timer: Timer) -> tuple[int, bool, int, int]:
     own in the order scheduled. Which of two sources' timers due together came first is not kept:
     either may fire first (a :class:`~statechan.cluster.actions.Tick` names the source)."""
     return (timer.due, timer.kind is TimerKind.session_expiry, c.b(timer.broker), timer.seq)  # type: ignore[return-value]
-
-
-@functools.lru_cache(maxsize=1024)
-def _bundle_keys(namespaces: tuple[tuple[str, tuple[Bundle, ...]], ...]) -> frozenset[str]:
-    return frozenset(b.key for _, bundles in namespaces for b in bundles)
-
-
-@functools.lru_cache(maxsize=1024)
-def _sorted_keys(namespaces: tuple[tuple[str, tuple[Bundle, ...]], ...]) -> tuple[str, ...]:
-    return tuple(sorted(_bundle_keys(namespaces)))
 
 
 for _record in (Client, Store, View, Broker, Syncer, Topic, ClusterState):

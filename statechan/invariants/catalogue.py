@@ -672,7 +672,9 @@ def lookup_not_stranded(obs: Observation) -> list[Violation]:
                 held = f"{_brief(data)}, {broker_name(owner)} registered since before the lookup"
             else:
                 continue  # in flight: the settling event answers it
-            detail = f"{broker_name(broker)} deferred a lookup at {deferred_at} and still waits, its view holding {held}"
+            detail = (
+                f"{broker_name(broker)} deferred a lookup at {deferred_at} and still waits, its view holding {held}"
+            )
             found.append(Violation("lookup-not-stranded", detail, key))
     return found
 
@@ -725,9 +727,8 @@ def unload_not_stranded(obs: Observation) -> list[Violation]:
                 value is not None and value.state is S.Owned and source is not None and value.source_broker == source
             )
             if ended:
-                detail = (
-                    f"{broker_name(broker)} still waits for its unload of {_name(source)}, its view holding {_brief(value)}"
-                )
+                held = _brief(value)
+                detail = f"{broker_name(broker)} still waits for its unload of {_name(source)}, its view holding {held}"
                 found.append(Violation("unload-not-stranded", detail, key))
     return found
 

@@ -16,8 +16,7 @@ from typing import NamedTuple, TypeVar
 import pydantic
 
 from statechan.clock import Clock, ManualClock
-from statechan.model import ProtocolModel
-from statechan.model import StorageRules
+from statechan.model import ProtocolModel, StorageRules
 from statechan.resolver import decide, rules_for
 from statechan.states import StorageType
 from statechan.values import ServiceUnitStateData, ValueView
