@@ -504,8 +504,7 @@ from pyspark.sql import functions as F
 spark = spark_session(sys.argv[2])
 frame = spark.read.parquet(sys.argv[1]).where(F.col("kind") == "channel")
 n = frame.count()
-columns = [F.col(c) for c in CHANNEL_COLUMNS[:-2]] + [F.lit(0).cast("long").alias("source"),
-    (F.col("_metadata.row_index") + 1).alias("line")]
+columns = [F.col(c) for c in CHANNEL_COLUMNS[:-1]] + [(F.col("_metadata.row_index") + 1).alias("row")]
 (frame.select(*columns).repartition(default_partitions(spark, n), F.substring_index("key", "/", 2))
     .sortWithinPartitions("offset").write.format("noop").mode("overwrite").save())
 print("rows", n)
