@@ -798,6 +798,61 @@ def bench_audit_scale(sizes: Sequence[int]) -> list[Figure]:
     return figures
 
 
+_AUDIT_STAGES = """
+import json, sys, time
+started = time.perf_counter()
+marks = []
+from pyspark.sql import functions as F
+from statechan.audit import CHANNEL_COLUMNS, ROW_SPAN, _spark_frame, audit, default_partitions, spark_session
+spark = spark_session(sys.argv[2])
+marks.append(("session start", time.perf_counter()))
+def note(text):
+    if text.startswith(("reading", "replaying")):
+        marks.append((text.split(":")[0].split(" ")[0], time.perf_counter()))
+audit([sys.argv[1]], spark=spark, progress=note)
+marks.append(("report", time.perf_counter()))
+frame = _spark_frame(spark, [sys.argv[1]]).where(F.col("kind") == "channel")
+n = frame.count()
+handed = (frame.select(*CHANNEL_COLUMNS[:-1], (F.col("source") * ROW_SPAN + F.col("line")).alias("row"))
+    .repartition(default_partitions(spark, n), F.substring_index("key", "/", 2)).sortWithinPartitions("offset"))
+def count(batches):
+    import pyarrow as pa
+    yield pa.RecordBatch.from_pydict({"n": [sum(b.num_rows for b in batches)]})
+before = time.perf_counter()
+handed.mapInArrow(count, "n long").collect()
+marks.append(("hand-over only", time.perf_counter()))
+print(json.dumps({"started": started, "marks": marks, "handover_from": before}))
+"""
+"""One in-process classic audit timed by stage (session start; the pass for the registry and the
+span; the replay job: shuffle, sort, hand-over and fold; the report), then the replay job's
+pipeline again into a ``mapInArrow`` that only counts its rows (the hand-over without the fold)."""
+
+
+def bench_audit_stages(records: int) -> list[Figure]:
+    """Where the classic audit's time goes, by stage (``_AUDIT_STAGES``), and the CPU seconds of
+    its process tree."""
+    path, _ = _bench_trace(records)
+    master = os.environ.get("STATECHAN_BENCH_MASTER", "local[2]")
+    run = _measure([sys.executable, "-c", _AUDIT_STAGES, path, master])
+    found = json.loads(run.output.strip().splitlines()[-1])
+    previous, stages = found["started"], {}
+    for name, at in found["marks"]:
+        if name == "hand-over only":
+            stages[name] = at - found["handover_from"]
+            continue
+        stages[name] = at - previous
+        previous = at
+    names = {  # each stage by the mark that ends it
+        "reading": "set-up",
+        "replaying": "pass for registry and span",
+        "report": "replay job (shuffle, sort, hand-over, fold) and report",
+    }
+    notes: dict[str, object] = {names.get(k, k): f"{v:.1f} s" for k, v in stages.items()}
+    notes["CPU seconds of the process tree"] = f"{run.tree_cpu_seconds:.0f}"
+    notes["peak memory"] = _memory(run)
+    return [Figure("audit stages: classic spark, in one process", records, run.seconds, "", 0.0, notes)]
+
+
 CHECK_REPEATS = 5
 """How many times the model checker's small searches (and their floor) run; the fastest counts."""
 
@@ -921,6 +976,7 @@ BENCHMARKS: dict[str, Callable[[Any], list[Figure]]] = {
     "generate": bench_generate,
     "audit": bench_audit,
     "audit-scale": bench_audit_scale,
+    "audit-stages": bench_audit_stages,
     "check": bench_check,
     "resolver": bench_resolver,
     "replay": bench_replay,
@@ -957,10 +1013,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {info['cpu']}, {info['cores']} cores, {info['implementation']} {info['python']}")
     print(f"command: python -m statechan.bench {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip())
     results: dict[str, list[dict[str, object]]] = {}
-    for name in args.only or sorted(set(BENCHMARKS) - {"audit-scale"}):
+    for name in args.only or sorted(set(BENCHMARKS) - {"audit-scale", "audit-stages"}):
         print(f"\n[{name}]")
         size = {
             "audit": args.audit_records[0],
+            "audit-stages": args.audit_records[0],
             "audit-scale": args.audit_records,
             "generate": args.generate_records,
         }.get(name, args.pairs)

@@ -1377,7 +1377,9 @@ def audit_command(
             partitions,
             _progress,
             ship_code=ship_code,
-            start_spark=lambda: _held_back(lambda: spark_session(master, conf=progress_bar | spark_conf, remote=remote)),
+            start_spark=lambda: _held_back(
+                lambda: spark_session(master, conf=progress_bar | spark_conf, remote=remote)
+            ),
         )
     except (OSError, ValueError) as exc:
         err.print("[red]error:[/red] ", end="", highlight=False)
