@@ -530,8 +530,8 @@ def _measure(command: list[str], ok: tuple[int, ...] = (0,), server: int | None 
     peak = memory.peak_bytes
     if served is not None:  # the server does the work: its JVM and workers, beside the client's Python
         roles = {("client" if role == "driver" else role): size for role, size in roles.items()}
-        for role, size in served.by_role().items():
-            roles[role] = max(roles.get(role, 0), size)
+        for role, size in served.by_role().items():  # the server's own "driver" is its launching script
+            roles[role if role != "driver" else "launcher"] = max(roles.get(role, 0), size)
         tree_cpu += served.cpu_seconds(since_start=False)
         peak += served.peak_bytes
     return Measured(seconds, peak, roles, cpu, output, tree_cpu)
