@@ -51,7 +51,7 @@ from statechan.invariants.replay import (
     Value,
     _new,
 )
-from statechan.keys import BadKeyError, Bundle
+from statechan.keys import BadKeyError, Bundle, parse_key
 from statechan.model import DEFAULT_MODEL
 from statechan.resolver import Reason
 from statechan.states import ServiceUnitState, StorageType
@@ -295,16 +295,16 @@ CHANNEL_COLUMNS = (
     "source_broker",
     "force",
     "version_id",
-    "source",
-    "line",
+    "row",
 )
-"""The columns the replay reads, in order. Not the split map: no record invariant reads it (the
-split check looks at which children became Owned), and reading a nested column costs Spark more
-than the whole replay."""
+"""The columns the replay reads, in order (``row``: the input and line, :data:`ROW_SPAN`). Not the
+split map: no record invariant reads it (the split check looks at which children became Owned),
+and reading a nested column costs Spark more than the whole replay."""
 
 
 class Fold:
-    """Replays channel rows (tuples in :data:`CHANNEL_COLUMNS` order) into a :class:`Partial`."""
+    """Replays channel rows into a :class:`Partial`: Arrow batches (:meth:`batch`), or tuples in
+    :data:`CHANNEL_COLUMNS` order (:meth:`rows`)."""
 
     def __init__(
         self,
@@ -314,8 +314,8 @@ class Fold:
         refused: Mapping[tuple[int, int], tuple[str, str]] | None = None,
     ):
         self.settings = settings
-        self.refused = refused or None
-        """Channel rows (source, line) malformed for a field the replay does not read (a split
+        self.refused = {_row_id(*place): found for place, found in refused.items()} if refused else None
+        """Channel rows (by :func:`_row_id`) malformed for a field the replay does not read (a split
         map: :func:`statechan.traces.split_map_errors`; with the history invariants, any field:
         :meth:`Histories.record`), with their error and text."""
         self.end_time = end_time
@@ -323,19 +323,112 @@ class Fold:
         self.replay = TraceReplay(record_checks(settings.ids()), settings.replay(), Registry(registry_events))
         self.route: dict[str, tuple[NamespaceReplay, Bundle]] = {}
         """Each key seen: its namespace's replay and its bundle."""
+        self.words: dict[str, str] = {}
+        """Each distinct string of the batches, one object (see :func:`arrow_columns`)."""
+        self.values: dict[tuple[Any, ...], tuple[Any, ...] | None] = {}
+        """Each (state, dst, src, force) seen: its fields validated, or None if it is not a value."""
 
     def _record(self, found: Iterable[Any]) -> None:
         for v in found:
             self.partial.violation(v.invariant, v.key, v.offset, v.detail)
 
+    def batch(self, batch: Any) -> None:
+        """Offer an Arrow batch of channel rows (:data:`CHANNEL_COLUMNS`), each namespace's in
+        offset order. A batch whose every row is a record the replay takes as it is (Arrow finds
+        no null, negative or refused field, each distinct value and new key is checked once) goes
+        through the replay column by column; a batch with a row to quarantine goes row by row
+        (:meth:`rows`), which says why."""
+        clean = self._columns(batch)
+        if clean is None:
+            self.rows(zip(*arrow_columns(batch, CHANNEL_COLUMNS, self.words), strict=True))
+            return
+        route, namespace_of, record = self.route, self.replay.namespace_of, self._record
+        for key, offset, when, value in zip(*clean, strict=True):
+            target = route.get(key)
+            if target is None:
+                target = route[key] = namespace_of(key)
+            found = target[0].offer(key, offset, when, value, target[1])
+            if found:
+                record(found)
+        self.partial.channel += batch.num_rows
+
+    def _columns(self, batch: Any) -> tuple[list[str], list[int], list[int], list[Value | None]] | None:
+        """The batch's keys, offsets, times and values as Python lists, or None if a row of it is
+        not a record the replay can take as it is."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not batch.num_rows:
+            return [], [], [], []
+        offsets, times = batch.column("offset"), batch.column("time")
+        if batch.column("key").null_count or offsets.null_count or times.null_count:
+            return None
+        if pc.min(offsets).as_py() < 0 or pc.min(times).as_py() < 0:
+            return None
+        if self.refused and pc.any(pc.is_in(batch.column("row"), value_set=pa.array(list(self.refused)))).as_py():
+            return None
+        has_value = pc.fill_null(batch.column("has_value"), False)
+        versions = batch.column("version_id")
+        if pc.any(pc.and_(has_value, pc.is_null(versions))).as_py():
+            return None
+        keys = arrow_columns(batch, ("key",), self.words)[0]
+        if any(k not in self.route and not _is_key(k) for k in set(keys)):
+            return None
+        values = self._values(batch, has_value, versions.to_pylist())
+        if values is None:
+            return None
+        return keys, offsets.to_pylist(), times.to_pylist(), values
+
+    def _values(self, batch: Any, has_value: Any, versions: list[int | None]) -> list[Value | None] | None:
+        """Each row's value (None: a tombstone), each distinct (state, dst, src, force) validated
+        once; None if one of them is not a value."""
+        import numpy as np
+        import pyarrow.compute as pc
+
+        code = np.zeros(batch.num_rows, dtype=np.int64)
+        parts: list[list[Any]] = []
+        for name in ("state", "dst_broker", "source_broker"):
+            encoded = batch.column(name).dictionary_encode()
+            words = [self.words.setdefault(w, w) for w in encoded.dictionary.to_pylist()]
+            parts.append([*words, None])
+            code = code * len(parts[-1]) + encoded.indices.fill_null(len(words)).to_numpy(zero_copy_only=False)
+        force = batch.column("force")
+        code = code * 3 + pc.fill_null(pc.cast(force, "int8"), 2).to_numpy(zero_copy_only=False)
+        code = np.where(has_value.to_numpy(zero_copy_only=False), code, -1)
+        distinct, rows = np.unique(code, return_inverse=True)
+        table: list[tuple[Any, ...] | None] = []
+        for each in distinct.tolist():
+            if each < 0:
+                table.append(None)
+                continue
+            each, f = divmod(each, 3)
+            each, r = divmod(each, len(parts[2]))
+            s, d = divmod(each, len(parts[1]))
+            fields = (parts[0][s], parts[1][d], parts[2][r], (False, True, None)[f])
+            checked = self.values.get(fields, ())
+            if checked == ():
+                try:
+                    checked = self.values[fields] = _checked_value(*fields)
+                except ValueError:  # pydantic.ValidationError is a ValueError
+                    checked = self.values[fields] = None
+            if checked is None:
+                return None
+            table.append(checked)
+        empty = ()
+        return [
+            None if prefix is None else _new(Value, (*prefix, version, empty))
+            for prefix, version in zip([table[i] for i in rows.tolist()], versions, strict=True)
+        ]
+
     def rows(self, rows: Iterable[tuple[Any, ...]]) -> None:
-        """Offer rows, each namespace's in offset order (namespaces may interleave)."""
+        """Offer rows (tuples in :data:`CHANNEL_COLUMNS` order), each namespace's in offset order
+        (namespaces may interleave), each checked on its own: a bad one is quarantined with why."""
         partial, route, record, refused = self.partial, self.route, self._record, self.refused
         channel = 0
         for row in rows:
-            key, offset, when, has_value, state, dst, src, force, version, source, line = row
-            if refused is not None and (source or 0, line) in refused:
-                partial.malformed.append((source or 0, line, *refused[source or 0, line]))
+            key, offset, when, has_value, state, dst, src, force, version, place = row
+            if refused is not None and place in refused:
+                partial.malformed.append((*_row_place(place), *refused[place]))
                 continue
             try:
                 target = route.get(key)
@@ -355,7 +448,7 @@ class Fold:
                 else:
                     value = None
             except (ValueError, BadKeyError) as exc:  # pydantic.ValidationError is a ValueError
-                partial.malformed.append((source or 0, line, error_reason(exc, "value."), _row_text(row)))
+                partial.malformed.append((*_row_place(place), error_reason(exc, "value."), _row_text(row)))
                 continue
             channel += 1
             found = target[0].offer(key, offset, when, value, target[1])
@@ -369,6 +462,15 @@ class Fold:
         self.partial.bundles = len(self.route)
         self.partial.namespaces = self.replay.namespaces_seen
         return self.partial
+
+
+def _is_key(key: str) -> bool:
+    """Whether ``key`` is a bundle key (:func:`statechan.keys.parse_key` takes it)."""
+    try:
+        parse_key(key)
+    except BadKeyError:
+        return False
+    return True
 
 
 _BLANK_ROW: dict[str, Any] = dict.fromkeys(name for name, _ in PARQUET_COLUMNS)
@@ -548,7 +650,7 @@ def _as_row(source: int, number: int, item: AnyRecord | BadLine) -> dict[str, An
 
 
 def _channel_tuple(row: dict[str, Any]) -> tuple[Any, ...]:
-    return tuple(row.get(name) for name in CHANNEL_COLUMNS)
+    return (*(row.get(name) for name in CHANNEL_COLUMNS[:-1]), _row_id(row.get("source") or 0, row.get("line")))
 
 
 def _note_other(other: Other, row: dict[str, Any], source: int, line: int | None) -> None:
@@ -654,15 +756,16 @@ def _scan_parquet(path: str, source: int, other: Other, scan: _Scan) -> None:
                 _note_other(other, row, source, line)
 
 
-def _parquet_channel_rows(path: str, source: int) -> Iterator[tuple[Any, ...]]:
-    """A Parquet file's channel records as :data:`CHANNEL_COLUMNS` tuples, a batch at a time
-    (through :func:`arrow_columns`, as the Spark workers read theirs)."""
-    words: dict[str, str] = {}
-    for base, batch in parquet_batches(path, ["kind", *CHANNEL_COLUMNS[:9]]):
+def _parquet_channel_batches(path: str, source: int) -> Iterator[Any]:
+    """A Parquet file's channel records as Arrow batches of :data:`CHANNEL_COLUMNS`, as the Spark
+    workers get theirs (:meth:`Fold.batch`)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for base, batch in parquet_batches(path, ["kind", *CHANNEL_COLUMNS[:-1]]):
         channel = _is_channel(batch)
-        lines = _line_numbers(channel, base)
-        columns = arrow_columns(batch.filter(channel), CHANNEL_COLUMNS[:9], words)
-        yield from zip(*columns, [source] * len(lines), lines, strict=True)
+        rows = pc.add(pc.indices_nonzero(channel).cast(pa.int64()), _row_id(source, base + 1))
+        yield batch.filter(channel).select(list(CHANNEL_COLUMNS[:-1])).append_column("row", rows)
 
 
 _OFFSET = CHANNEL_COLUMNS.index("offset")
@@ -700,29 +803,43 @@ def audit_local(
     histories = Histories(settings)
     items = ExternalSort()
 
-    def channel_rows() -> Iterator[tuple[Any, ...]]:
+    def channel_parts() -> Iterator[Any]:
+        """Each input's channel records: Arrow batches of a Parquet file (without the history
+        invariants: with them, whole records are read), else rows as tuples."""
+        words: dict[str, str] = {}
         for source, path in enumerate(paths):
-            if is_parquet(path) and not history:  # columnar; with histories, whole records are read
-                yield from _parquet_channel_rows(path, source)
+            if is_parquet(path) and not history:
+                if in_order:
+                    yield from _parquet_channel_batches(path, source)
+                else:
+                    for batch in _parquet_channel_batches(path, source):
+                        yield list(zip(*arrow_columns(batch, CHANNEL_COLUMNS, words), strict=True))
                 continue
-            for row in _file_rows(path, source):
-                kind = row.get("kind")
-                if history and kind in ("channel", "view"):
-                    item = histories.item(row)
-                    if item is None:
-                        continue  # quarantined: a channel row here, a view row by the first pass
-                    items.add(item)
-                if kind == "channel":
-                    yield _channel_tuple(row)
+            yield channel_rows(path, source)
 
-    channel: Iterator[tuple[Any, ...]] = channel_rows()
-    if in_order:
-        note(f"read {records:,} records; replaying")
-    else:  # replay in offset order, as Spark's sort does: the trace's order is its meaning
-        note(f"read {records:,} records, not in offset order: sorting the channel records in memory; replaying")
-        channel = iter(sorted(channel, key=_offset_order))
-    with collector_paused():
-        fold.rows(channel)  # with the history invariants, their items are gathered on the way
+    def channel_rows(path: str, source: int) -> Iterator[tuple[Any, ...]]:
+        for row in _file_rows(path, source):
+            kind = row.get("kind")
+            if history and kind in ("channel", "view"):
+                item = histories.item(row)
+                if item is None:
+                    continue  # quarantined: a channel row here, a view row by the first pass
+                items.add(item)
+            if kind == "channel":
+                yield _channel_tuple(row)
+
+    with collector_paused():  # with the history invariants, their items are gathered on the way
+        if in_order:
+            note(f"read {records:,} records; replaying")
+            for part in channel_parts():
+                if isinstance(part, Iterator):
+                    fold.rows(part)
+                else:
+                    fold.batch(part)
+        else:  # replay in offset order, as Spark's sort does: the trace's order is its meaning
+            note(f"read {records:,} records, not in offset order: sorting the channel records in memory; replaying")
+            rows = [row for part in channel_parts() for row in part]
+            fold.rows(sorted(rows, key=_offset_order))
         histories.offer(items.sorted())
     partial = fold.finish()
     if history:
@@ -737,18 +854,26 @@ def spark_session(
     app: str = "statechan-audit",
     driver_memory: str = "4g",
     conf: Mapping[str, str] | None = None,
+    remote: str | None = None,
 ) -> Any:
     """A SparkSession whose Python workers run this interpreter (so they import these packages).
 
-    ``master`` None: the one ``spark-submit`` chose, else ``local[*]``. ``conf``: Spark settings
-    applied last, over the auditor's own (``spark.driver.memory`` included, when this process
-    starts the JVM).
+    ``master`` None: the one ``spark-submit`` chose, else ``local[*]``. ``remote``: a Spark
+    Connect server (``sc://HOST:PORT``) instead of a driver in this process; its master, memory and
+    Python are the server's, so only the SQL settings (``spark.sql.*``) of the auditor's own and of
+    ``conf`` are sent. ``conf``: Spark settings applied last, over the auditor's own
+    (``spark.driver.memory`` included, when this process starts the JVM).
     """
-    check_spark_settings(master, conf)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    check_spark_settings(master, conf, remote)
     from pyspark.sql import SparkSession
 
+    if remote is not None:
+        builder = SparkSession.builder.remote(remote).appName(app)
+        for key, value in (SQL_SETTINGS | dict(conf or {})).items():
+            builder = builder.config(key, value)
+        return builder.getOrCreate()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder
     if master is not None or "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit
         builder = builder.master(master or "local[*]")
@@ -762,15 +887,41 @@ def spark_session(
         .config("spark.sql.shuffle.partitions", str(max(2, os.cpu_count() or 2)))
         .config("spark.ui.showConsoleProgress", "true" if sys.stderr.isatty() else "false")
         .config("spark.ui.enabled", "false")
-        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
         .config("spark.python.worker.reuse", "true")
-        .config("spark.sql.parquet.aggregatePushdown", "true")
     )
-    for key, value in (conf or {}).items():
+    for key, value in (SQL_SETTINGS | dict(conf or {})).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("FATAL")  # failures reach the caller as exceptions
     return spark
+
+
+SQL_SETTINGS = {
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
+    "spark.sql.parquet.aggregatePushdown": "true",
+}
+"""The auditor's own session settings that a Spark Connect client may set too (runtime SQL
+settings): Arrow batches of 100,000 rows for the workers, Parquet counts from the footers."""
+
+
+def is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (a client of a server elsewhere): it has no
+    ``sparkContext`` and no RDDs, so the auditor reaches it through the DataFrame API only."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def session_master(spark: Any) -> str:
+    """The master the session's work runs on (a Connect server's own, for a Connect session)."""
+    return str(spark.conf.get("spark.master", "local[*]"))
+
+
+def task_slots(spark: Any) -> int:
+    """How many tasks the session runs at once (its default parallelism), asked through the
+    DataFrame API: a range is split into that many partitions by default."""
+    from pyspark.sql import functions as F
+
+    ids = spark.range(1 << 16).select(F.spark_partition_id().alias("p"))
+    return int(ids.agg(F.max("p").alias("p")).first()["p"]) + 1
 
 
 def code_zip(folder: Path | None = None) -> Path:
@@ -873,26 +1024,42 @@ def _safe_parent(folder: Path) -> bool:
 
 
 def default_partitions(spark: Any, records: int) -> int:
-    """About 250,000 records a partition, and four per core at least: small partitions keep every
-    core busy to the end (the fold of one partition is serial) and let one partition's sort
+    """About 250,000 records a partition, and four per task slot at least: small partitions keep
+    every core busy to the end (the fold of one partition is serial) and let one partition's sort
     overlap another's replay."""
-    return int(max(4 * spark.sparkContext.defaultParallelism, -(-records // 250_000)))
+    return int(max(4 * task_slots(spark), -(-records // 250_000)))
+
+
+ROW_SPAN = 1 << 40
+"""A row's place in the inputs as one number, ``source * ROW_SPAN + line`` (a line or row below
+2^40 in up to 2^23 inputs): one column handed to the workers instead of two."""
+
+
+def _row_id(source: int, line: int | None) -> int:
+    return source * ROW_SPAN + (line or 0)
+
+
+def _row_place(row: int) -> tuple[int, int]:
+    return divmod(row, ROW_SPAN)
+
+
+def _extra_fields() -> list[tuple[str, Any]]:
+    import pyarrow as pa
+
+    return [("source", pa.int64()), ("line", pa.int64()), ("error", pa.string()), ("text", pa.string())]
 
 
 def _spark_frame(spark: Any, paths: Sequence[str]) -> Any:
-    """Every input as one DataFrame: the flat Parquet schema plus source, line, error, text."""
+    """Every input as one DataFrame of the flat schema plus source, line, error, text, through the
+    DataFrame API alone (a Spark Connect session has no RDDs): a Parquet file's line is its row
+    position (``_metadata.row_index``); a JSON Lines file is read by Spark's text reader, and its
+    lines are parsed and numbered in the Python workers (:func:`_jsonl_frame`)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_schema
-    from pyspark.sql.types import LongType, StringType, StructField
 
-    schema = from_arrow_schema(arrow_schema())  # the flat schema, declared once in statechan.traces
-    for name, kind in (("source", LongType()), ("line", LongType()), ("error", StringType()), ("text", StringType())):
-        schema = schema.add(StructField(name, kind))
-    names = [f.name for f in schema.fields]
     frames = []
     for index, path in enumerate(paths):
         if is_parquet(path):
-            frame = spark.read.parquet(str(path))  # its columns were checked by audit()
+            frame = spark.read.parquet(str(Path(path).resolve()))  # its columns were checked by audit()
             frames.append(
                 frame.select(
                     *[F.col(n) for n, _ in PARQUET_COLUMNS],
@@ -902,20 +1069,58 @@ def _spark_frame(spark: Any, paths: Sequence[str]) -> Any:
                     F.lit(None).cast("string").alias("text"),
                 )
             )
-            continue
-        lines = spark.sparkContext.textFile(str(Path(path).resolve())).zipWithIndex()
-
-        def parse(part: Iterable[tuple[str, int]], source: int = index) -> Iterator[tuple[Any, ...]]:
-            for text, number in part:
-                row = parse_line(source, number + 1, text)
-                if row is not None:
-                    yield tuple(row[n] for n in names)
-
-        frames.append(spark.createDataFrame(lines.mapPartitions(parse), schema))
+        else:
+            frames.append(_jsonl_frame(spark, path, index))
     frame = frames[0]
     for more in frames[1:]:
         frame = frame.unionByName(more)
     return frame
+
+
+def _jsonl_frame(spark: Any, path: str, source: int) -> Any:
+    """A JSON Lines file (plain or gzipped) as rows of the flat schema, each line numbered as the
+    file numbers it. Spark's text reader splits a plain file into blocks read by different tasks,
+    each in order; a row carries its block's start (``_metadata.file_block_start``), one small
+    aggregate counts each block's lines, and a worker numbers a block's lines from the count of
+    the blocks before it (a gzipped file is one block). Each line goes through the one per-line
+    rule (:func:`parse_line`), as the local engine's reader does."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    text = spark.read.text(str(Path(path).resolve())).select(
+        F.col("value").cast("binary").alias("value"), F.col("_metadata.file_block_start").alias("block")
+    )  # as bytes: the text reader does not check UTF-8, and the worker decodes as the local reader does
+    before: dict[int, int] = {0: 0}
+    if not path.endswith(".gz"):  # a gzipped file is not split
+        counts = sorted((row["block"], row["count"]) for row in text.groupBy("block").count().collect())
+        total = 0
+        for block, count in counts:
+            before[block] = total
+            total += count
+    schema = pa.schema([*arrow_schema(), *(pa.field(n, t) for n, t in _extra_fields())])
+    return text.mapInArrow(_line_parser(source, before, schema), from_arrow_schema(schema))
+
+
+def _line_parser(source: int, before: Mapping[int, int], schema: Any) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The ``mapInArrow`` function that parses one input's lines (runs in the Python workers)."""
+    names = schema.names
+
+    def parse(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        seen: dict[int, int] = {}  # per block, its lines given so far (a block is read by one task, in order)
+        for batch in batches:
+            rows = []
+            for data, block in zip(batch.column("value").to_pylist(), batch.column("block").to_pylist(), strict=True):
+                seen[block] = number = seen.get(block, 0) + 1
+                row = parse_line(source, before[block] + number, data.decode("utf-8", "replace"))
+                if row is not None:
+                    rows.append({n: row.get(n) for n in names})
+            if rows:
+                yield pa.RecordBatch.from_pylist(rows, schema=schema)
+
+    return parse
 
 
 def audit_spark(
@@ -928,21 +1133,22 @@ def audit_spark(
     ship_code: bool | None = None,
     start_spark: Callable[[], Any] | None = None,
 ) -> tuple[Partial, Other, int]:
-    """Audit on Spark; returns the merged partial, the other records, and all records read.
-    ``ship_code``: send this code to the executors (:func:`code_zip`); by default only when the
-    master is not local (local workers import what the driver imports). ``start_spark``: how to
-    start a session when ``spark`` is not given (default :func:`spark_session` on ``master``)."""
+    """Audit on Spark, classic or Connect, through the DataFrame API alone; returns the merged
+    partial, the other records, and all records read. ``ship_code``: send this code to the
+    executors (:func:`code_zip`); by default only when the master is not local (local workers
+    import what the driver imports). ``start_spark``: how to start a session when ``spark`` is not
+    given (default :func:`spark_session` on ``master``)."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     note = progress or (lambda _: None)
     spark = spark or (start_spark or (lambda: spark_session(master)))()
     if ship_code is None:
-        ship_code = not spark.sparkContext.master.startswith("local")
+        ship_code = not session_master(spark).startswith("local")
     if ship_code:
         bundle = code_zip()
         note(f"sending the auditor's code to the executors ({bundle.name})")
-        spark.sparkContext.addPyFile(str(bundle))
+        spark.addArtifacts(str(bundle), pyfile=True)
     frame = _spark_frame(spark, paths)
     if any(not is_parquet(p) for p in paths):
         frame = frame.persist(StorageLevel.MEMORY_AND_DISK)  # parsed once, read twice
@@ -958,7 +1164,7 @@ def audit_spark(
         if is_parquet(path):  # on the driver, from the one column: the workers' replay reads no split map
             other.refused.update(((index, line), found) for line, found in split_map_errors(path).items())
     if all(is_parquet(p) for p in paths):  # count and span from the files' footers
-        raw = spark.read.parquet(*[str(p) for p in paths])
+        raw = spark.read.parquet(*[str(Path(p).resolve()) for p in paths])
         span = raw.agg(F.count(F.lit(1)).alias("n"), F.max("time").alias("hi"), F.min("time").alias("lo")).first()
         records, channel_rows = span["n"], span["n"] - others
     else:
@@ -981,7 +1187,7 @@ def audit_spark(
     if history:  # first: the channel rows that do not validate whole are not replayed
         rows = (
             frame.where(F.col("kind").isin("channel", "view"))
-            .select(*CHANNEL_COLUMNS, *HISTORY_COLUMNS)
+            .select(*CHANNEL_COLUMNS[:-1], "source", "line", *HISTORY_COLUMNS)
             .repartition(count, "key")
             .sortWithinPartitions("key", "offset", "source", "line")  # HistoryItem order
         )
@@ -996,7 +1202,7 @@ def audit_spark(
             merged.merge(histories)
     channel = (
         frame.where(F.col("kind") == "channel")
-        .select(*CHANNEL_COLUMNS)
+        .select(*CHANNEL_COLUMNS[:-1], (F.col("source") * ROW_SPAN + F.col("line")).alias("row"))
         .repartition(count, F.substring_index("key", "/", 2))  # by namespace
         .sortWithinPartitions("offset")
     )
@@ -1014,33 +1220,53 @@ def audit_spark(
 class StageProgress:
     """Calls ``report(done, seconds)`` every ``every`` seconds while a Spark job runs: the tasks
     done of its running stage of ``tasks`` tasks (Spark's own progress bar shows only on a
-    terminal; this reaches logs too). The auditor's partitions and the balance sweep's runs."""
+    terminal; this reaches logs too). The auditor's partitions and the balance sweep's runs. A
+    Spark Connect session tells its progress through a handler it calls; a classic one is asked
+    through its status tracker (the one use of ``sparkContext`` left, for this line alone)."""
 
     def __init__(self, spark: Any, tasks: int, report: Callable[[int, float], None], every: float = 10.0) -> None:
         import threading
 
-        self.tracker = spark.sparkContext.statusTracker()
+        self.spark = spark
+        self.connect = is_connect(spark)
+        self.tracker = None if self.connect else spark.sparkContext.statusTracker()
         self.tasks, self.report, self.every = tasks, report, every
+        self.completed = 0
+        """Tasks done of the running stage of ``tasks`` tasks, as a Connect session last told."""
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, name="statechan-spark-progress", daemon=True)
         self.started = time.perf_counter()
 
+    def _told(self, stages: Iterable[Any] | None = None, **_: Any) -> None:
+        """A Connect session's progress handler: each stage's tasks and those done."""
+        for stage in stages or ():
+            if stage.num_tasks == self.tasks:
+                self.completed = max(self.completed, stage.num_completed_tasks)
+
+    def _asked(self) -> int:
+        done = 0
+        assert self.tracker is not None
+        for stage_id in self.tracker.getActiveStageIds():
+            info = self.tracker.getStageInfo(stage_id)
+            if info is not None and info.numTasks == self.tasks:
+                done = max(done, info.numCompletedTasks)
+        return done
+
     def _run(self) -> None:
         while not self.done.wait(self.every):
-            done = 0
-            for stage_id in self.tracker.getActiveStageIds():
-                info = self.tracker.getStageInfo(stage_id)
-                if info is not None and info.numTasks == self.tasks:
-                    done = max(done, info.numCompletedTasks)
-            self.report(done, time.perf_counter() - self.started)
+            self.report(self.completed if self.connect else self._asked(), time.perf_counter() - self.started)
 
     def __enter__(self) -> StageProgress:
+        if self.connect:
+            self.spark.registerProgressHandler(self._told)
         self.thread.start()
         return self
 
     def __exit__(self, *_: object) -> None:
         self.done.set()
         self.thread.join()
+        if self.connect:
+            self.spark.removeProgressHandler(self._told)
 
 
 def _arrow_fold(
@@ -1055,10 +1281,9 @@ def _arrow_fold(
         import pyarrow as pa
 
         work = Fold(settings, registry, end_time, refused)
-        words: dict[str, str] = {}
         with collector_paused():
             for batch in batches:
-                work.rows(zip(*arrow_columns(batch, CHANNEL_COLUMNS, words), strict=True))
+                work.batch(batch)
         yield pa.RecordBatch.from_pydict({"partial": [work.finish().to_json()]})
 
     return fold
@@ -1181,9 +1406,25 @@ SPARK_SIZE = re.compile(r"\d+([kmgtp]b?|b)?", re.IGNORECASE)
 """A Spark size (``JavaUtils.byteStringAs``): ``4g``, ``512m``, ``1024``."""
 
 
-def check_spark_settings(master: str | None, conf: Mapping[str, str] | None = None) -> None:
+SPARK_REMOTE = re.compile(r"sc://[^/:;\s]+(:\d{1,5})?/?(;[^;=\s]+=[^;\s]*)*")
+"""A Spark Connect URL: ``sc://HOST[:PORT]`` with optional ``/;name=value`` parameters."""
+
+
+def check_spark_settings(master: str | None, conf: Mapping[str, str] | None = None, remote: str | None = None) -> None:
     """Refuse, in one line naming it, a master Spark does not know or a size setting that is not a
-    size, before the JVM starts: there it is a stack trace and a gateway error naming neither."""
+    size, before the JVM starts: there it is a stack trace and a gateway error naming neither. With
+    ``remote`` (a Spark Connect server), a master and settings only the server can take."""
+    if remote is not None:
+        if master is not None:
+            raise ValueError("--master and --remote: the Connect server has its own master; give one of them")
+        if not SPARK_REMOTE.fullmatch(remote):
+            raise ValueError(f"--remote {remote!r}: not a Spark Connect URL (sc://HOST:PORT)")
+        for key in conf or {}:
+            if not key.startswith("spark.sql."):
+                raise ValueError(
+                    f"--conf {key}: a Spark Connect client sets SQL settings only (spark.sql.*); "
+                    "set the others on the server"
+                )
     if master is not None and not SPARK_MASTER.fullmatch(master):
         raise ValueError(
             f"--master {master!r}: not a Spark master (local, local[N], local[*], spark://HOST:PORT, yarn, k8s://URL)"

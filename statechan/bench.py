@@ -398,6 +398,8 @@ class _PeakMemory:
         self.peak_bytes = 0
         self.peaks: dict[int, tuple[str, int]] = {}
         """Each process seen: its role and its own peak resident memory (bytes)."""
+        self.cpu: dict[int, tuple[float, float]] = {}
+        """Each process seen: its CPU seconds (user + system) when first and when last sampled."""
 
     def _tree(self) -> list[int]:
         children: dict[int, list[int]] = {}
@@ -428,7 +430,15 @@ class _PeakMemory:
                 continue
             total += resident
             self.peaks[pid] = (role, max(resident, self.peaks.get(pid, (role, 0))[1]))
+            used = _cpu_seconds(pid)
+            if used is not None:
+                self.cpu[pid] = (self.cpu.get(pid, (used, used))[0], used)
         self.peak_bytes = max(self.peak_bytes, total)
+
+    def cpu_seconds(self, since_start: bool = True) -> float:
+        """The tree's CPU seconds: since each process started, or (``since_start`` false: a
+        server's tree watched over one client's run) since the first sample."""
+        return sum(last - (0.0 if since_start else first) for first, last in self.cpu.values())
 
     def by_role(self) -> dict[str, int]:
         """The largest single-process peak of each role (bytes)."""
@@ -436,6 +446,16 @@ class _PeakMemory:
         for role, peak in self.peaks.values():
             found[role] = max(found.get(role, 0), peak)
         return found
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """A process's own CPU seconds so far (user + system, ``/proc/PID/stat``)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _role(pid: int) -> str:
@@ -458,6 +478,9 @@ class Measured:
     roles: dict[str, int]
     cpu_seconds: float
     output: str
+    tree_cpu_seconds: float = 0.0
+    """The CPU seconds of the command's own process tree (and of the watched server's tree over
+    the run): unlike ``cpu_seconds``, not the other work on a shared machine."""
 
 
 def _busy_cpu_seconds() -> float:
@@ -471,19 +494,25 @@ def _busy_cpu_seconds() -> float:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def _measure(command: list[str], ok: tuple[int, ...] = (0,)) -> Measured:
-    """Run a command, sampling its process tree's memory every 0.5 s."""
+def _measure(command: list[str], ok: tuple[int, ...] = (0,), server: int | None = None) -> Measured:
+    """Run a command, sampling its process tree's memory and CPU every 0.5 s (and the tree of the
+    ``server`` process it talks to, over the same time: a Spark Connect server's JVM and workers)."""
     import threading
 
     started = time.perf_counter()
     busy = _busy_cpu_seconds()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     memory = _PeakMemory(process.pid)
+    served = _PeakMemory(server) if server is not None else None
     done = threading.Event()
 
     def poll() -> None:
+        if served is not None:
+            served.sample()
         while not done.wait(0.5):
             memory.sample()
+            if served is not None:
+                served.sample()
 
     watcher = threading.Thread(target=poll, daemon=True)
     watcher.start()
@@ -492,20 +521,31 @@ def _measure(command: list[str], ok: tuple[int, ...] = (0,)) -> Measured:
     cpu = _busy_cpu_seconds() - busy
     done.set()
     watcher.join()
+    if served is not None:
+        served.sample()
     if process.returncode not in ok:
         raise RuntimeError(f"{' '.join(command)} failed ({process.returncode}):\n{output[-3000:]}")
-    return Measured(seconds, memory.peak_bytes, memory.by_role(), cpu, output)
+    roles = memory.by_role()
+    tree_cpu = memory.cpu_seconds()
+    peak = memory.peak_bytes
+    if served is not None:  # the server does the work: its JVM and workers, beside the client's Python
+        roles = {("client" if role == "driver" else role): size for role, size in roles.items()}
+        for role, size in served.by_role().items():  # the server's own "driver" is its launching script
+            roles[role if role != "driver" else "launcher"] = max(roles.get(role, 0), size)
+        tree_cpu += served.cpu_seconds(since_start=False)
+        peak += served.peak_bytes
+    return Measured(seconds, peak, roles, cpu, output, tree_cpu)
 
 
 _SPARK_FLOOR = """
 import sys
 from statechan.audit import CHANNEL_COLUMNS, default_partitions, spark_session
 from pyspark.sql import functions as F
-spark = spark_session(sys.argv[2])
+target = sys.argv[2]
+spark = spark_session(remote=target) if target.startswith("sc://") else spark_session(target)
 frame = spark.read.parquet(sys.argv[1]).where(F.col("kind") == "channel")
 n = frame.count()
-columns = [F.col(c) for c in CHANNEL_COLUMNS[:-2]] + [F.lit(0).cast("long").alias("source"),
-    (F.col("_metadata.row_index") + 1).alias("line")]
+columns = [F.col(c) for c in CHANNEL_COLUMNS[:-1]] + [(F.col("_metadata.row_index") + 1).alias("row")]
 (frame.select(*columns).repartition(default_partitions(spark, n), F.substring_index("key", "/", 2))
     .sortWithinPartitions("offset").write.format("noop").mode("overwrite").save())
 print("rows", n)
@@ -513,6 +553,20 @@ print("rows", n)
 """Spark's floor for a trace: session start, read, the same columns, partitions, shuffle by
 namespace and sort by offset as the audit, materialised into Spark's no-op sink (a bare
 ``count()`` would let Spark prune the columns and drop the sort)."""
+
+
+_SPARK_READ_FLOOR = """
+import sys
+from statechan.audit import spark_session
+from pyspark.sql import functions as F
+target = sys.argv[2]
+spark = spark_session(remote=target) if target.startswith("sc://") else spark_session(target)
+frame = spark.read.parquet(sys.argv[1]).where(F.col("kind") == "channel")
+found = frame.groupBy(F.substring_index("key", "/", 2)).agg(F.count(F.lit(1)).alias("n"), F.max("offset")).collect()
+print("rows", sum(row["n"] for row in found))
+"""
+"""A lower floor: session start, read, and a trivial aggregation (records and last offset per
+namespace) of the same file; no shuffle of the records, no sort."""
 
 
 def _duckdb_checks(path: str) -> tuple[float, dict[str, int]]:
@@ -562,14 +616,17 @@ def _bench_trace(records: int) -> tuple[str, bool]:
     return path, True
 
 
-def _spark_runs(path: str, master: str) -> tuple[Measured, int, Measured, dict[str, Any]]:
+def _spark_runs(path: str, master: str, server: int | None = None) -> tuple[Measured, int, Measured, dict[str, Any]]:
     """Spark's floor for the trace and the Spark audit of it, one after the other, each a fresh
-    process tree: the floor's run and rows, the audit's run and report."""
+    process tree: the floor's run and rows, the audit's run and report. ``master`` may be a Spark
+    Connect URL (``server``: the server's process, whose tree does the work)."""
     python = sys.executable
-    floor = _measure([python, "-c", _SPARK_FLOOR, path, master])
+    floor = _measure([python, "-c", _SPARK_FLOOR, path, master], server=server)
     rows = int(floor.output.rsplit("rows", 1)[1].split()[0])
-    report = os.path.join(os.path.dirname(path), "audit-report.json")
-    audit = _measure([python, "-m", "statechan", "audit", path, "--report", report, "--master", master], ok=(0, 1))
+    connect = master.startswith("sc://")
+    report = os.path.join(os.path.dirname(path), "audit-report-connect.json" if connect else "audit-report.json")
+    target = ["--remote", master] if connect else ["--master", master]
+    audit = _measure([python, "-m", "statechan", "audit", path, "--report", report, *target], ok=(0, 1), server=server)
     with open(report, encoding="utf-8") as handle:
         summary: dict[str, Any] = json.load(handle)
     return floor, rows, audit, summary
@@ -582,40 +639,96 @@ def _memory(run: Measured) -> str:
     return f"tree {run.peak_bytes / mib:,.0f} MiB ({roles} MiB)"
 
 
+def _same_report(one: dict[str, Any], other: dict[str, Any]) -> bool:
+    """Two audits' reports agree on everything but how and how long they ran."""
+    skip = {"engine", "elapsed_s", "inputs", "quarantine"}
+    return {k: v for k, v in one.items() if k not in skip} == {k: v for k, v in other.items() if k not in skip}
+
+
 def bench_audit(records: int) -> list[Figure]:
-    """The trace auditor on a generated Parquet trace: Spark's floor for the file, the full Spark
-    audit, a single-process replay with the same library functions, and DuckDB's SQL checks."""
+    """The trace auditor on a generated Parquet trace, on classic Spark (``local[2]``, a driver
+    in the process) and through a Spark Connect server (``local[2]``, started from the installed
+    PySpark's own script; the server's start is not counted, as a client finds it running), each
+    beside Spark's floor for the file on the same engine in the same run (read, shuffle by
+    namespace, sort, no-op sink) and a lower one (read and a trivial aggregation); then a
+    single-process replay with the same library functions, and DuckDB's SQL checks."""
+    from tests.sparkcluster import connect_server_process
+
     path, _ = _bench_trace(records)
-    master = os.environ.get("STATECHAN_BENCH_MASTER", "local[*]")
+    master = os.environ.get("STATECHAN_BENCH_MASTER", "local[2]")
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
+    python = sys.executable
+    read_floor = _measure([python, "-c", _SPARK_READ_FLOOR, path, master])
     floor, rows, audit, summary = _spark_runs(path, master)
+    with connect_server_process(master, memory="4g") as (url, server):  # the memory of the auditor's own driver
+        _measure([python, "-c", _SPARK_READ_FLOOR, path, url], server=server)  # a first run warms the server's JVM
+        connect_read_floor = _measure([python, "-c", _SPARK_READ_FLOOR, path, url], server=server)
+        connect_floor, _, connect, connect_summary = _spark_runs(path, url, server)
     local_report = os.path.join(os.path.dirname(path), "audit-report-local.json")
     local = _measure(
         [sys.executable, "-m", "statechan", "audit", path, "--report", local_report, "--engine", "local"], ok=(0, 1)
     )
     with open(local_report, encoding="utf-8") as handle:
-        same = json.load(handle)["violations"] == summary["violations"]
+        local_summary = json.load(handle)
     duck_s, duck = _duckdb_checks(path)
     mib = 1 << 20
+    total = summary["records"]
+
+    def per_record(run: Measured) -> str:
+        return f"{run.seconds / total * 1e6:.2f} µs wall, {run.tree_cpu_seconds / total * 1e6:.2f} µs CPU"
+
     notes: dict[str, object] = {
         "file": f"{path} ({os.path.getsize(path) / mib:.0f} MiB, {summary['records']:,} records, "
         f"{summary['bundles']:,} bundles, {summary['namespaces']:,} namespaces)",
         "master": master,
+        "load average before (1, 5, 15 min)": ", ".join(f"{x:.2f}" for x in load),
+        "time per record": f"audit {per_record(audit)}; floor {per_record(floor)}",
+        "CPU seconds of the process trees": f"audit {audit.tree_cpu_seconds:.0f}, floor {floor.tree_cpu_seconds:.0f}, "
+        f"read floor {read_floor.tree_cpu_seconds:.0f} (ratio {audit.tree_cpu_seconds / floor.tree_cpu_seconds:.2f}x); "
+        f"machine busy: audit {audit.cpu_seconds:.0f}, floor {floor.cpu_seconds:.0f}",
         "peak memory": f"floor {_memory(floor)}; audit {_memory(audit)}; local {_memory(local)}",
         "violations": {k: v["count"] for k, v in summary["violations"].items() if v["count"]} or "none",
-        "local engine agrees with spark": same,
+        "connect and local engines give the classic report": (
+            _same_report(connect_summary, summary),
+            _same_report(local_summary, summary),
+        ),
         "duckdb": duck,
     }
-    total = summary["records"]
+    connect_notes: dict[str, object] = {
+        "server": f"{url} on {master}, started from the package's sbin/start-connect-server.sh (not counted)",
+        "time per record": f"audit {per_record(connect)}; floor {per_record(connect_floor)}",
+        "CPU seconds (client and server trees)": f"audit {connect.tree_cpu_seconds:.0f}, floor "
+        f"{connect_floor.tree_cpu_seconds:.0f}, read floor {connect_read_floor.tree_cpu_seconds:.0f}",
+        "peak memory": f"floor {_memory(connect_floor)}; audit {_memory(connect)}",
+    }
     return [
         Figure(
-            "audit: spark, full (session start included)",
+            "audit: classic spark, full (session start included)",
             total,
             audit.seconds,
             "spark floor (read, shuffle, sort; no-op sink)",
             floor.seconds,
             notes,
         ),
-        Figure("audit: spark floor, no checks", rows, floor.seconds),
+        Figure("audit: classic spark floor, no checks", rows, floor.seconds),
+        Figure(
+            "audit: classic spark, against read + aggregate", total, audit.seconds, "read floor", read_floor.seconds
+        ),
+        Figure(
+            "audit: spark connect, full (client start included)",
+            total,
+            connect.seconds,
+            "spark floor through connect",
+            connect_floor.seconds,
+            connect_notes,
+        ),
+        Figure(
+            "audit: spark connect, against read + aggregate",
+            total,
+            connect.seconds,
+            "read floor through connect",
+            connect_read_floor.seconds,
+        ),
         Figure(
             "audit: single process, same library functions", total, local.seconds, "spark full audit", audit.seconds
         ),
@@ -683,6 +796,61 @@ def bench_audit_scale(sizes: Sequence[int]) -> list[Figure]:
             )
         )
     return figures
+
+
+_AUDIT_STAGES = """
+import json, sys, time
+started = time.perf_counter()
+marks = []
+from pyspark.sql import functions as F
+from statechan.audit import CHANNEL_COLUMNS, ROW_SPAN, _spark_frame, audit, default_partitions, spark_session
+spark = spark_session(sys.argv[2])
+marks.append(("session start", time.perf_counter()))
+def note(text):
+    if text.startswith(("reading", "replaying")):
+        marks.append((text.split(":")[0].split(" ")[0], time.perf_counter()))
+audit([sys.argv[1]], spark=spark, progress=note)
+marks.append(("report", time.perf_counter()))
+frame = _spark_frame(spark, [sys.argv[1]]).where(F.col("kind") == "channel")
+n = frame.count()
+handed = (frame.select(*CHANNEL_COLUMNS[:-1], (F.col("source") * ROW_SPAN + F.col("line")).alias("row"))
+    .repartition(default_partitions(spark, n), F.substring_index("key", "/", 2)).sortWithinPartitions("offset"))
+def count(batches):
+    import pyarrow as pa
+    yield pa.RecordBatch.from_pydict({"n": [sum(b.num_rows for b in batches)]})
+before = time.perf_counter()
+handed.mapInArrow(count, "n long").collect()
+marks.append(("hand-over only", time.perf_counter()))
+print(json.dumps({"started": started, "marks": marks, "handover_from": before}))
+"""
+"""One in-process classic audit timed by stage (session start; the pass for the registry and the
+span; the replay job: shuffle, sort, hand-over and fold; the report), then the replay job's
+pipeline again into a ``mapInArrow`` that only counts its rows (the hand-over without the fold)."""
+
+
+def bench_audit_stages(records: int) -> list[Figure]:
+    """Where the classic audit's time goes, by stage (``_AUDIT_STAGES``), and the CPU seconds of
+    its process tree."""
+    path, _ = _bench_trace(records)
+    master = os.environ.get("STATECHAN_BENCH_MASTER", "local[2]")
+    run = _measure([sys.executable, "-c", _AUDIT_STAGES, path, master])
+    found = json.loads(run.output.strip().splitlines()[-1])
+    previous, stages = found["started"], {}
+    for name, at in found["marks"]:
+        if name == "hand-over only":
+            stages[name] = at - found["handover_from"]
+            continue
+        stages[name] = at - previous
+        previous = at
+    names = {  # each stage by the mark that ends it
+        "reading": "set-up",
+        "replaying": "pass for registry and span",
+        "report": "replay job (shuffle, sort, hand-over, fold) and report",
+    }
+    notes: dict[str, object] = {names.get(k, k): f"{v:.1f} s" for k, v in stages.items()}
+    notes["CPU seconds of the process tree"] = f"{run.tree_cpu_seconds:.0f}"
+    notes["peak memory"] = _memory(run)
+    return [Figure("audit stages: classic spark, in one process", records, run.seconds, "", 0.0, notes)]
 
 
 CHECK_REPEATS = 5
@@ -808,6 +976,7 @@ BENCHMARKS: dict[str, Callable[[Any], list[Figure]]] = {
     "generate": bench_generate,
     "audit": bench_audit,
     "audit-scale": bench_audit_scale,
+    "audit-stages": bench_audit_stages,
     "check": bench_check,
     "resolver": bench_resolver,
     "replay": bench_replay,
@@ -844,10 +1013,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {info['cpu']}, {info['cores']} cores, {info['implementation']} {info['python']}")
     print(f"command: python -m statechan.bench {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip())
     results: dict[str, list[dict[str, object]]] = {}
-    for name in args.only or sorted(set(BENCHMARKS) - {"audit-scale"}):
+    for name in args.only or sorted(set(BENCHMARKS) - {"audit-scale", "audit-stages"}):
         print(f"\n[{name}]")
         size = {
             "audit": args.audit_records[0],
+            "audit-stages": args.audit_records[0],
             "audit-scale": args.audit_records,
             "generate": args.generate_records,
         }.get(name, args.pairs)

@@ -1241,6 +1241,13 @@ def audit_command(
     master: Annotated[
         str | None, typer.Option(help="Spark master URL (default: spark-submit's, else local[*]).")
     ] = None,
+    remote: Annotated[
+        str | None,
+        typer.Option(
+            help="A Spark Connect server, sc://HOST:PORT, instead of a Spark driver in this process "
+            "(the traces must be readable at the same path here and on the server's nodes)."
+        ),
+    ] = None,
     engine: Annotated[Engine, typer.Option(help="spark, or local: one Python process, no Java needed.")] = Engine.spark,
     storage: Annotated[
         Storage, typer.Option("--storage", "-s", help="The resolver's storage: a topic or a store dump.")
@@ -1329,19 +1336,19 @@ def audit_command(
         raise typer.Exit(2) from None
     inputs = _trace_files(paths)
     spark_conf = _spark_conf(conf or [])
-    if spark_conf and engine is not Engine.spark:
-        err.print("[red]error:[/red] --conf is for the spark engine")
+    if (spark_conf or remote) and engine is not Engine.spark:
+        err.print(f"[red]error:[/red] {'--conf' if spark_conf else '--remote'} is for the spark engine")
         raise typer.Exit(2)
     _writable(html, "--html", [*inputs, report], "a trace or the --report file")
     try:
         check_report(report, inputs)
         if engine is Engine.spark:
-            check_spark_settings(master, spark_conf)
+            check_spark_settings(master, spark_conf, remote)
     except ValueError as exc:
         _usage_error(str(exc))
     from statechan.audit import spark_session
 
-    progress_bar = {"spark.ui.showConsoleProgress": "true" if sys.stderr.isatty() else "false"}
+    progress_bar = {} if remote else {"spark.ui.showConsoleProgress": "true" if sys.stderr.isatty() else "false"}
     try:
         result = audit(
             inputs,
@@ -1352,7 +1359,9 @@ def audit_command(
             partitions,
             progress,
             ship_code=ship_code,
-            start_spark=lambda: _held_back(lambda: spark_session(master, conf=progress_bar | spark_conf)),
+            start_spark=lambda: _held_back(
+                lambda: spark_session(master, conf=progress_bar | spark_conf, remote=remote)
+            ),
         )
     except (OSError, ValueError) as exc:
         err.print("[red]error:[/red] ", end="", highlight=False)

@@ -177,9 +177,6 @@ def spark_cluster(workers: int = 2) -> Iterator[SparkCluster]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-CONNECT_SERVER = "org.apache.spark.sql.connect.service.SparkConnectServer"
-
-
 def _connect_answers(port: int) -> bool:
     """The server listens once its gRPC port accepts a connection."""
     import socket
@@ -190,21 +187,43 @@ def _connect_answers(port: int) -> bool:
 
 
 @contextmanager
-def connect_server(master: str = "local[2]") -> Iterator[str]:
-    """A Spark Connect server (the class that ``sbin/start-connect-server.sh`` starts, from the
-    package's own jars) on loopback and a free port, on ``master``; yields its ``sc://`` URL."""
+def connect_server(master: str = "local[2]", memory: str = "2g") -> Iterator[str]:
+    """A Spark Connect server started by the installed PySpark's own script
+    (``sbin/start-connect-server.sh --wait``: in the foreground, so it is ended with its process
+    group) on loopback and a free port, on ``master``; yields its ``sc://`` URL. Its Python workers
+    run this interpreter, so they import this checkout."""
+    with connect_server_process(master, memory) as (url, _):
+        yield url
+
+
+@contextmanager
+def connect_server_process(master: str = "local[2]", memory: str = "2g") -> Iterator[tuple[str, int]]:
+    """:func:`connect_server`, yielding its URL and the process id its JVM and workers run under
+    (``memory``: the server's driver memory; shuffles in as many partitions as this machine's cores,
+    as the auditor's own sessions)."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         raise SparkClusterUnavailable("no java on PATH and no JAVA_HOME (make test installs a JDK 17)")
     home = spark_home()
-    if not any(home.glob("jars/spark-connect_*.jar")):
-        raise SparkClusterUnavailable(f"the installed PySpark ships no spark-connect jar in {home / 'jars'}")
+    script = home / "sbin" / "start-connect-server.sh"
+    if not script.exists() or not any(home.glob("jars/spark-connect_*.jar")):
+        raise SparkClusterUnavailable(f"the installed PySpark ships no Connect server ({script}, jars/spark-connect_*)")
     folder = Path(tempfile.mkdtemp(prefix="statechan-connect-"))
     port = _free_port()
-    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", SPARK_LOCAL_DIRS=str(folder))
+    env = dict(
+        os.environ,
+        SPARK_HOME=str(home),
+        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_LOCAL_DIRS=str(folder),
+        SPARK_LOG_DIR=str(folder / "logs"),
+        SPARK_PID_DIR=str(folder),
+        SPARK_IDENT_STRING=f"statechan-{os.getpid()}",
+    )
     env.setdefault("PYSPARK_PYTHON", sys.executable)  # the server's Python workers: this interpreter's packages
-    command = [str(home / "bin" / "spark-submit"), "--class", CONNECT_SERVER, "--name", "statechan-connect"]
-    command += ["--master", master, "--conf", f"spark.connect.grpc.binding.port={port}"]
+    command = ["bash", str(script), "--wait", "--master", master]
+    command += ["--conf", f"spark.connect.grpc.binding.port={port}"]
     command += ["--conf", "spark.connect.grpc.binding.address=127.0.0.1", "--conf", "spark.ui.enabled=false"]
+    command += ["--conf", f"spark.driver.memory={memory}"]
+    command += ["--conf", f"spark.sql.shuffle.partitions={max(2, os.cpu_count() or 2)}"]
     command += ["--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1"]
     try:
         with foreground(command, env, folder / "connect.log") as process:
@@ -215,6 +234,6 @@ def connect_server(master: str = "local[2]") -> Iterator[str]:
                         f"the Connect server did not listen on 127.0.0.1:{port}: {_tail(folder / 'connect.log')}"
                     )
                 time.sleep(0.5)  # between connection attempts; the bound is the deadline above
-            yield f"sc://127.0.0.1:{port}"
+            yield f"sc://127.0.0.1:{port}", process.pid
     finally:
         shutil.rmtree(folder, ignore_errors=True)

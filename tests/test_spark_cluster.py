@@ -114,34 +114,69 @@ def test_the_cluster_audit_equals_the_local_engine(
 _CONNECT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
 """What a Connect session sets in ``os.environ``: left set, every later classic session in this
 process would turn into a Connect one."""
+CONNECT_CORPORA = ("planted.parquet", "mixed.jsonl", "hot.parquet", "hot-history.parquet")
+"""Every violation kind planted; malformed lines among JSON Lines records; one hot key over two
+Arrow batches; one hot key's channel and view records through the history invariants."""
 
 
 @pytest.fixture(scope="module")
-def connect_spark() -> Iterator[Any]:
-    """A Spark Connect session on a Connect server started from the package (``local[2]``); a
-    classic session still running (the cluster's) is stopped first, as Connect refuses to start
-    beside one."""
-    import os
+def connect_traces(traces: Path) -> Path:
+    """The cluster's traces and the test suite's two hot-key traces, beside them."""
+    from tests.test_audit import _hot_history_trace, _hot_key_trace
 
-    pytest.importorskip("grpc", reason="the Spark Connect client's packages (pyspark[connect]) are not installed")
+    _hot_key_trace(traces / "hot.parquet", 40_000)
+    _hot_history_trace(traces / "hot-history.parquet", 13_000)
+    return traces
+
+
+def _stop_active_session() -> None:
     from pyspark.sql import SparkSession
-
-    from tests.sparkcluster import connect_server
 
     active = SparkSession.getActiveSession()
     if active is not None:
         active.stop()
+
+
+@pytest.fixture(scope="module")
+def classic_reports(connect_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, str]]:
+    """Each corpus audited by the classic engine (a driver in this process, ``local[2]``): the
+    report and the quarantine's text. Made before the Connect session, which refuses to start
+    beside a classic one (the cluster's, if its tests ran first here, is stopped)."""
+    _stop_active_session()
+    folder = tmp_path_factory.mktemp("classic")
+    session = spark_session("local[2]")
+    found = {}
+    try:
+        for name in CONNECT_CORPORA:
+            report = audit([connect_traces / name], folder / f"{name}.json", spark=session)
+            quarantine = folder / f"{name}.quarantine.jsonl"
+            found[name] = (report, quarantine.read_text(encoding="utf-8") if quarantine.exists() else "")
+    finally:
+        session.stop()
+    return found
+
+
+@pytest.fixture(scope="module")
+def connect_url(classic_reports: dict[str, tuple[Any, str]]) -> Iterator[str]:
+    """A Spark Connect server (``local[2]``) started by the installed PySpark's own script, and the
+    environment a Connect session sets put back afterwards."""
+    import os
+
+    from tests.sparkcluster import connect_server
+
+    _stop_active_session()
     before = {name: os.environ.get(name) for name in _CONNECT_ENV}
     try:
         with connect_server() as url:
-            session = SparkSession.builder.remote(url).getOrCreate()
-            try:
-                yield session
-            finally:
-                session.stop()
+            yield url
     except SparkClusterUnavailable as exc:
-        pytest.skip(f"no Spark Connect server: {exc}")
+        pytest.fail(f"no Spark Connect server: {exc}")
     finally:
+        from pyspark.sql import SparkSession
+
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            active.stop()
         for name, value in before.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -149,20 +184,46 @@ def connect_spark() -> Iterator[Any]:
                 os.environ[name] = value
 
 
-def _connect_lacks() -> type[BaseException]:
-    try:
-        from pyspark.errors import PySparkAttributeError
-    except ImportError:  # pragma: no cover - PySpark 4 has it
-        return AttributeError
-    return PySparkAttributeError
+def test_the_audit_through_spark_connect_equals_the_classic_engine(
+    connect_url: str, connect_traces: Path, classic_reports: dict[str, tuple[Any, str]], tmp_path: Path
+) -> None:
+    """Through a Connect session (no SparkContext, no RDD: its ``sparkContext`` raises), each
+    corpus gives the classic engine's report: counts, examples, skipped checks, quarantine."""
+    from pyspark.errors import PySparkAttributeError
+
+    session = spark_session(remote=connect_url)
+    with pytest.raises(PySparkAttributeError, match="JVM_ATTRIBUTE_NOT_SUPPORTED"):
+        session.sparkContext  # noqa: B018 - what the audit must do without
+    notes: list[str] = []
+    for name in CONNECT_CORPORA:
+        report = audit([connect_traces / name], tmp_path / f"{name}.json", spark=session, progress=notes.append)
+        classic, quarantine = classic_reports[name]
+        assert _comparable(report) == _comparable(classic), name
+        connect_quarantine = tmp_path / f"{name}.quarantine.jsonl"
+        assert (connect_quarantine.read_text(encoding="utf-8") if connect_quarantine.exists() else "") == quarantine
+    planted, mixed, hot, history = (classic_reports[name][0] for name in CONNECT_CORPORA)
+    assert {k: v.count for k, v in planted.violations.items() if v.count} == PLANTED
+    assert (mixed.malformed, hot.channel_records, history.view_records) == (len(BAD_LINES), 160_003, 65_001)
+    assert {k: v.count for k, v in history.violations.items() if v.count} == {
+        "version-monotonic": 1,
+        "one-value-per-version": 1,
+    }
+    assert any("replaying" in note for note in notes), notes
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=_connect_lacks(),
-    reason="statechan.audit reaches spark.sparkContext (master, addPyFile, defaultParallelism, "
-    "statusTracker, textFile for JSON Lines), which Spark Connect has not: JVM_ATTRIBUTE_NOT_SUPPORTED",
-)
-def test_the_audit_through_spark_connect_equals_the_local_engine(connect_spark: Any, traces: Path) -> None:
-    trace = traces / "planted.parquet"
-    assert _comparable(audit([trace], spark=connect_spark)) == _comparable(audit([trace], engine="local"))
+def test_the_cli_audits_through_a_connect_server(connect_url: str, connect_traces: Path, tmp_path: Path) -> None:
+    """``statechan audit --remote sc://…`` writes the report the classic engine writes, and a
+    setting only a server can take is refused before any work."""
+    from typer.testing import CliRunner
+
+    from statechan.cli import app
+
+    runner = CliRunner()
+    trace = connect_traces / "planted.parquet"
+    result = runner.invoke(app, ["audit", str(trace), "--report", str(tmp_path / "r.json"), "--remote", connect_url])
+    assert result.exit_code == 1, result.output  # violations found
+    written = AuditReport.model_validate_json((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert {k: v.count for k, v in written.violations.items() if v.count} == PLANTED
+    refused = runner.invoke(app, ["audit", str(trace), "--remote", connect_url, "--conf", "spark.driver.memory=8g"])
+    assert refused.exit_code == 2
+    assert "SQL settings only" in refused.output
