@@ -14,10 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 from statechan.cli import app
-from statechan.render import history_checker, invariant_checker
 from statechan.cluster.runfile import load_saved_run, replay
 from statechan.cluster.timeline import build_timeline
 from statechan.invariants.catalogue import CATALOGUE
+from statechan.render import history_checker, invariant_checker
 from statechan.sequence import Kind, Mark, run_diagram
 from tests.browser import BrowserUnavailable, browser
 

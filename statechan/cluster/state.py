@@ -980,6 +980,7 @@ class ClusterState(_Cached):
     __slots__ = (
         "_quiet",
         "brokers",
+        "bundles",
         "crash_times",
         "dead_clients",
         "departed",
@@ -988,7 +989,6 @@ class ClusterState(_Cached):
         "leader_since",
         "loads",
         "loads_at",
-        "bundles",
         "now",
         "seq",
         "split_failures",
