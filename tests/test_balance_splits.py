@@ -137,7 +137,11 @@ def test_default_split_strategy_ports_pulsar(case: StrategyCase) -> None:
         ("testMaxMsgRate", _stats(msg_rate_in=51, msg_rate_out=51), SplitReason.msg_rate),
         ("testMaxTopics", _stats(topics=101), SplitReason.topics),
         ("testMaxSessions", _stats(producers=51, consumers=51), SplitReason.sessions),
-        ("testMaxBandwidthMbytes", _stats(throughput_in=50 * MB + 1, throughput_out=50 * MB + 1), SplitReason.bandwidth),
+        (
+            "testMaxBandwidthMbytes",
+            _stats(throughput_in=50 * MB + 1, throughput_out=50 * MB + 1),
+            SplitReason.bandwidth,
+        ),
     ],
 )
 def test_split_waits_for_the_hit_count_then_splits_one_a_cycle(
@@ -199,7 +203,9 @@ def _modular_data(bundles: dict[int, tuple[int, float]]) -> LoadData:
         long_rate[b] = rate + 1  # msgRateIn and msgRateOut=1
         topics[b] = t
     z = np.zeros(n)
-    return LoadData(0, {0: report}, z, z.copy(), long_rate, z.copy(), topics=topics, sessions=np.zeros(n, dtype=np.int64))
+    return LoadData(
+        0, {0: report}, z, z.copy(), long_rate, z.copy(), topics=topics, sessions=np.zeros(n, dtype=np.int64)
+    )
 
 
 def test_modular_split_skips_a_bundle_with_one_topic() -> None:
@@ -218,6 +224,7 @@ def test_modular_split_stops_at_the_namespace_maximum() -> None:
         keys=("ten/ns/0x00000000_0x20000000", "ten/ns/0x20000000_0x40000000", "ten/ns/0x40000000_0x60000000")
     )
     picked = modular_bundles_to_split(data, view, config)
+    assert isinstance(view.count, int)
     assert len(picked) + view.count == config.namespace_max_bundles
 
 
@@ -254,7 +261,8 @@ def test_specified_positions_divide() -> None:
     algo = SplitAlgorithm.specified_positions_divide
     one = [TopicStats(1, 0, 0)]
     assert split_boundaries(algo, 1, 1000, one, BalancerConfig(), positions=[1, 2]) is None
-    for positions in (None, []):
+    empty: list[list[int] | None] = [None, []]
+    for positions in empty:
         with pytest.raises(ValueError, match="can't be empty"):
             split_boundaries(algo, 1, 1000, one, BalancerConfig(), positions=positions)
     two = [TopicStats(1, 0, 0), TopicStats(2, 0, 0)]
@@ -273,7 +281,9 @@ def test_flow_or_qps_equally_divide_keeps_each_part_under_the_thresholds() -> No
     for i in range(1, 13):
         rate_in = 24.5 if i < 6 else 25.5
         for j in range(20):
-            topics.append(TopicStats(_crc(f"persistent://test-tenant1/test-namespace1/test{i}-partition-{j}"), rate_in + 25, 2000))
+            topics.append(
+                TopicStats(_crc(f"persistent://test-tenant1/test-namespace1/test{i}-partition-{j}"), rate_in + 25, 2000)
+            )
     topics.append(TopicStats(_crc("persistent://test-tenant1/test-namespace1/test695-partition-0"), 60, 2000))
     config = _flow_config()
     found = split_boundaries(SplitAlgorithm.flow_or_qps_equally_divide, 0, 0xFFFFFFFF, topics, config)
@@ -329,8 +339,16 @@ def test_sessions_threshold_minus_one_leaves_sessions_out() -> None:
 # -- the lab's splits ----------------------------------------------------------------------------
 
 HOT = Workload(
-    brokers=6, namespaces=2, bundles_per_namespace=6, hours=2.0, heavy_bundles=1, heavy_start_hours=0.0,
-    heavy_ramp_hours=0.5, bursts_per_hour=0, hot_per_hour=0, churn_per_hour=0,
+    brokers=6,
+    namespaces=2,
+    bundles_per_namespace=6,
+    hours=2.0,
+    heavy_bundles=1,
+    heavy_start_hours=0.0,
+    heavy_ramp_hours=0.5,
+    bursts_per_hour=0,
+    hot_per_hour=0,
+    churn_per_hour=0,
 )
 
 
@@ -341,13 +359,22 @@ HOT = Workload(
         (ShedderKind.transfer, PlacementKind.extensible),
     ],
 )
-def test_a_hot_bundle_is_split_and_its_topics_go_with_their_hashes(shedder: ShedderKind, placement: PlacementKind) -> None:
+def test_a_hot_bundle_is_split_and_its_topics_go_with_their_hashes(
+    shedder: ShedderKind, placement: PlacementKind
+) -> None:
     result = run(LabConfig(workload=HOT, shedder=shedder, placement=placement))
     assert result.splits, "the heavy bundle passes loadBalancerNamespaceBundleMaxMsgRate"
     assert {s.reason for s in result.splits} == {SplitReason.msg_rate.value}
     counts = result.namespace_bundles
     assert counts[-1].sum() == counts[0].sum() + len(result.splits)
-    off = run(LabConfig(workload=HOT, shedder=shedder, placement=placement, balancer=SEED_001.model_copy(update={"auto_split_enabled": False})))
+    off = run(
+        LabConfig(
+            workload=HOT,
+            shedder=shedder,
+            placement=placement,
+            balancer=SEED_001.model_copy(update={"auto_split_enabled": False}),
+        )
+    )
     assert off.splits == []
     # the same traffic either way: splitting moves load between brokers, it does not make any
     assert result.load.sum(axis=1).mean() == pytest.approx(off.load.sum(axis=1).mean(), rel=0.1)
@@ -364,9 +391,15 @@ def test_split_divides_the_load_by_hash_range() -> None:
 
     config = LabConfig(workload=HOT)
     s = setup(config)
-    r = _Run(config, __import__("statechan.balance.lab", fromlist=["Direct"]).Direct(), s,
-             Reporter(config.balancer, 6, len(s.bundles)), make_placement(config.placement), np.random.default_rng(0),
-             topic_bundles(s.traffic, s.bundles))
+    r = _Run(
+        config,
+        __import__("statechan.balance.lab", fromlist=["Direct"]).Direct(),
+        s,
+        Reporter(config.balancer, 6, len(s.bundles)),
+        make_placement(config.placement),
+        np.random.default_rng(0),
+        topic_bundles(s.traffic, s.bundles),
+    )
     heavy = int(s.traffic.heavy[0])
     before = s.traffic.at(120, r.topic_bundle, len(s.bundles))
     lo, hi = int(s.bundles.lower[heavy]), int(s.bundles.upper[heavy])

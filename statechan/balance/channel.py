@@ -31,8 +31,8 @@ from statechan.cluster import (
     Transfer,
     Unload,
 )
-from statechan.keys import parse_key
 from statechan.cluster.placement import BrokerLoad
+from statechan.keys import parse_key
 from statechan.states import ServiceUnitState
 
 
@@ -94,7 +94,9 @@ class ThroughChannel:
         self.ids = self.cluster.config.broker_ids()
         self.index = {broker: i for i, broker in enumerate(self.ids)}
         w = self.workload
-        start = Bundles.even([namespace_name(n) for n in range(w.namespaces)], [w.namespace_bundle_count] * w.namespaces)
+        start = Bundles.even(
+            [namespace_name(n) for n in range(w.namespaces)], [w.namespace_bundle_count] * w.namespaces
+        )
         self.keys: dict[int, str] = {b: start.key(b) for b in range(len(start))}
         missing = set(self.keys.values()) - self.cluster.live_bundle_keys()
         if missing:

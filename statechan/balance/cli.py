@@ -10,7 +10,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -68,7 +68,7 @@ def _progress(label: str) -> Callable[[int, int], None]:
     return note
 
 
-def _refuse(problems: list[str]) -> None:
+def _refuse(problems: list[str]) -> NoReturn:
     for problem in problems:
         err.print(f"[red]error[/red] {problem}")
     raise typer.Exit(2)
@@ -84,11 +84,16 @@ def _operator(
     conf: Path | None, cluster: Path | None, load: Path | None, hours: float | None
 ) -> tuple[OperatorConf, OperatorCluster]:
     """Read an operator's files, or refuse with every problem named (exit 2)."""
-    from statechan.balance.conf import InputError, check_against_cluster, read_broker_conf, read_cluster, read_recorded_load
+    from statechan.balance.conf import (
+        InputError,
+        check_against_cluster,
+        read_broker_conf,
+        read_cluster,
+        read_recorded_load,
+    )
 
     if conf is None or cluster is None:
         _refuse(["--conf and --cluster go together (an operator's broker.conf and cluster description)"])
-    assert conf is not None and cluster is not None
     problems: list[str] = []
     read_conf = read_cluster_ = None
     try:
@@ -106,9 +111,8 @@ def _operator(
             check_against_cluster(read_conf, read_cluster_)
         except InputError as exc:
             problems += [str(p) for p in exc.problems]
-    if problems:
+    if problems or read_conf is None or read_cluster_ is None:
         _refuse(problems)
-    assert read_conf is not None and read_cluster_ is not None
     if read_conf.not_modelled:
         err.print(f"not modelled, read and left aside: {', '.join(read_conf.not_modelled)}")
     if read_conf.ignored:
@@ -383,7 +387,7 @@ def recommend(
     )
     dry = rec.dry_run(chosen)
     state = "the recorded state" if dry.recorded else "the cluster as the workload starts it (no --load)"
-    proposals = [
+    proposals: list[dict[str, float | int | str | None]] = [
         {
             "bundle": p.bundle,
             "from": p.source,

@@ -21,16 +21,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from statechan.balance.load import (
     MINUTE_MS,
-    BundleTraffic,
     Bundles,
+    BundleTraffic,
     Capacity,
     Floats,
     Ints,
     LoadData,
     Recorded,
     Reporter,
-    Traffic,
     TopicTraffic,
+    Traffic,
     max_usage,
     max_usage_with_weight,
     namespace_name,
@@ -187,7 +187,7 @@ class Result:
     def late_start(self) -> int:
         """The first minute of the closing window (at most half the run)."""
         minutes = self.load.shape[0]
-        return max(minutes // 2, minutes - round(self.config.late_hours * 60))
+        return int(max(minutes // 2, minutes - round(self.config.late_hours * 60)))
 
     def repeat_share(self) -> float:
         """The share of the closing window's moves whose bundle had been moved before in the run
@@ -282,8 +282,8 @@ def setup(config: LabConfig) -> Setup:
     index = {name: i for i, name in enumerate(names)}
     recorded_ranges: dict[int, set[tuple[int, int]]] = {}
     for r in spec.recorded:
-        b = parse_key(r.key)
-        recorded_ranges.setdefault(index[b.namespace], set()).add((b.lower, b.upper))
+        parsed = parse_key(r.key)
+        recorded_ranges.setdefault(index[parsed.namespace], set()).add((parsed.lower, parsed.upper))
     ranges: list[tuple[int, int, int]] = []
     for i, ns in enumerate(spec.namespaces):
         even = Bundles.even([ns.name], [ns.bundles])
@@ -318,7 +318,9 @@ def setup(config: LabConfig) -> Setup:
     return Setup(bundles, traffic, Capacity.build(w, scale), owner, [b.name for b in spec.brokers], w)
 
 
-def _calibrated(w: Workload, spec: ClusterSpec, traffic: Traffic, bundles: Bundles, owner: Ints, scale: Floats) -> Workload:
+def _calibrated(
+    w: Workload, spec: ClusterSpec, traffic: Traffic, bundles: Bundles, owner: Ints, scale: Floats
+) -> Workload:
     """The workload's CPU and NIC capacities scaled so the model's usage of the recorded brokers
     matches what they recorded (the median ratio over them; CPU above 5 %, bandwidth above 1 %)."""
     if not spec.recorded_usage:
@@ -330,7 +332,11 @@ def _calibrated(w: Workload, spec: ClusterSpec, traffic: Traffic, bundles: Bundl
         rec = spec.recorded_usage.get(b.name)
         if rec is None:
             continue
-        model_cpu = 100.0 * (load.entries[i] / w.cpu_entries + (load.throughput_in[i] + load.throughput_out[i]) / w.cpu_bytes) / scale[i]
+        model_cpu = (
+            100.0
+            * (load.entries[i] / w.cpu_entries + (load.throughput_in[i] + load.throughput_out[i]) / w.cpu_bytes)
+            / scale[i]
+        )
         if rec[0] > 5.0 and model_cpu > 0:
             cpu_ratios.append(model_cpu / (rec[0] - 3.0 if rec[0] > 8.0 else rec[0]))
         model_nic = 100.0 * max(load.throughput_in[i], load.throughput_out[i]) / (w.nic_bytes * scale[i])
@@ -405,7 +411,9 @@ class LabView:
         hashes = self.s.traffic.topic_hash[mine]
         if now is None:
             return [TopicStats(int(h), 0.0, 0.0) for h in hashes]
-        return [TopicStats(int(h), float(now.rate[t]), float(now.throughput[t])) for h, t in zip(hashes, mine, strict=True)]
+        return [
+            TopicStats(int(h), float(now.rate[t]), float(now.throughput[t])) for h, t in zip(hashes, mine, strict=True)
+        ]
 
     def boundaries(self, bundle: int, algorithm: SplitAlgorithm) -> list[int] | None:
         lower, upper = self.bounds(bundle)
@@ -518,7 +526,7 @@ class _Run:
         if cfg.bundle_max_sessions > 0:
             over |= bt.sessions[:size] > cfg.bundle_max_sessions
         hot = np.flatnonzero(over & bundles.alive & (owner >= 0))
-        brokers = set(int(owner[b]) for b in hot) | {b for b, s in self.strategies.items() if s.hit_counts}
+        brokers = {int(owner[b]) for b in hot} | {b for b, s in self.strategies.items() if s.hit_counts}
         for broker in sorted(brokers):
             if broker not in self.everyone:
                 continue

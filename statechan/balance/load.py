@@ -107,7 +107,9 @@ class Bundles:
 
     def key(self, bundle: int) -> str:
         """The channel key: ``tenant/namespace/0xLLLLLLLL_0xUUUUUUUU``."""
-        return f"{self.names[int(self.namespace[bundle])]}/0x{int(self.lower[bundle]):08x}_0x{int(self.upper[bundle]):08x}"
+        return (
+            f"{self.names[int(self.namespace[bundle])]}/0x{int(self.lower[bundle]):08x}_0x{int(self.upper[bundle]):08x}"
+        )
 
     def count(self, namespace: int) -> int:
         """Bundles the namespace has now (``NamespaceService.getBundleCount``)."""
@@ -256,9 +258,7 @@ class Traffic:
     events: Events
 
     @classmethod
-    def build(
-        cls, workload: Workload, bundles: Bundles, recorded: dict[int, Recorded] | None = None
-    ) -> Traffic:
+    def build(cls, workload: Workload, bundles: Bundles, recorded: dict[int, Recorded] | None = None) -> Traffic:
         """Draw the workload's traffic over the starting ``bundles``; ``recorded`` replaces the
         drawn base traffic of the bundles it names (an operator's recorded load)."""
         rng = np.random.default_rng([workload.seed, 1])
@@ -580,7 +580,9 @@ def report_changes(
     in both."""
     if manager is Manager.modular:
         weights = config.weights()
-        usage_change = 100.0 * np.abs(max_usage_without_heap(old_usage, weights) - max_usage_without_heap(usage, weights))
+        usage_change = 100.0 * np.abs(
+            max_usage_without_heap(old_usage, weights) - max_usage_without_heap(usage, weights)
+        )
     else:
         usage_change = 100.0 * np.abs(max_usage(old_usage) - max_usage(usage))
     return np.asarray(np.maximum(usage_change, percent_change(old, new).max(axis=-1)), dtype=np.float64)
@@ -725,9 +727,9 @@ class Reporter:
             mine = np.flatnonzero(owner == b)
             top = mine[np.argsort(-bundle_throughput[mine], kind="stable")][: cfg.top_bundles_in_report][::-1]
             u = usage[b]
-            old = data.reports.get(b)
-            if old is not None and old.bundles:
-                self.listed[np.fromiter(old.bundles, dtype=np.int64)] -= 1
+            previous = data.reports.get(b)
+            if previous is not None and previous.bundles:
+                self.listed[np.fromiter(previous.bundles, dtype=np.int64)] -= 1
             self.listed[mine] += 1
             self.reported_rate[mine] = bundle_rate[mine]
             self.reported_throughput[mine] = bundle_throughput[mine]
@@ -763,4 +765,3 @@ class Reporter:
             arr[:] = averaged(arr, value, samples, added, window)
         self.short_samples = np.minimum(self.short_samples + added, NUM_SHORT_SAMPLES)
         self.long_samples = np.minimum(self.long_samples + added, NUM_LONG_SAMPLES)
-

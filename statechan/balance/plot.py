@@ -33,12 +33,15 @@ def png(result: Result, path: Path) -> None:
     top.set_ylim(0, 100)
     top.legend(loc="upper left")
     m = result.measures()
-    top.set_title(
-        f"{result.config.label()}: {m['moves']} moves, {m['splits']} splits, late spread {m['late_spread']}"
-    )
+    top.set_title(f"{result.config.label()}: {m['moves']} moves, {m['splits']} splits, late spread {m['late_spread']}")
     middle.plot(hours, result.std() * 100, color="tab:purple", linewidth=0.8, label="std")
-    middle.plot(hours, (result.load.max(axis=1) - result.load.min(axis=1)) * 100, color="tab:gray", linewidth=0.6,
-                label="spread")
+    middle.plot(
+        hours,
+        (result.load.max(axis=1) - result.load.min(axis=1)) * 100,
+        color="tab:gray",
+        linewidth=0.6,
+        label="spread",
+    )
     middle.set_ylabel("std, spread (%)")
     middle.legend(loc="upper left", fontsize=8)
     per_hour = np.bincount([e.minute // 60 for e in result.events], minlength=int(np.ceil(result.hours)))
@@ -106,7 +109,8 @@ def html_page(result: Result, path: Path) -> None:
     )
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(result.config.label())}</title>
 <style>body{{font-family:sans-serif;margin:20px}} .b{{fill:none;stroke:#1f77b4;stroke-opacity:.15;stroke-width:1}}
-.b:hover,.b.on{{stroke:#d62728;stroke-opacity:1;stroke-width:2}} .mv{{stroke:#ff7f0e}} .sp{{stroke:#2ca02c;stroke-width:2}} td{{padding:0 8px}}</style>
+.b:hover,.b.on{{stroke:#d62728;stroke-opacity:1;stroke-width:2}} .mv{{stroke:#ff7f0e}}
+.sp{{stroke:#2ca02c;stroke-width:2}} td{{padding:0 8px}}</style>
 </head><body><h2>{html.escape(result.config.label())}</h2>
 <p>Each line is one broker's load (maximum usage of CPU, direct memory and bandwidth, %); hover to name it,
 click to keep it highlighted. The orange ticks under the axis are the moves, the green ones above it the splits

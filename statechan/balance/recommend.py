@@ -82,12 +82,12 @@ def candidates(conf: OperatorConf, strategies: Sequence[str] | None = None) -> l
             return
         seen.add(key)
         lines: list[str] = []
-        shedder, placement = STRATEGIES[strategy] if strategy in STRATEGIES else (conf.shedder, conf.placement)
+        shedder, placement = STRATEGIES.get(strategy, (conf.shedder, conf.placement))
         if (shedder, placement) != (conf.shedder, conf.placement):
             mine = set(strategy_lines(conf.shedder, conf.placement))
             lines.extend(line for line in strategy_lines(shedder, placement) if line not in mine)
         lines.extend(balancer.pulsar_lines(against=base))
-        out.append(Candidate(name=name, strategy=strategy, balancer=balancer, lines=tuple(lines)))
+        out.append(Candidate(name=name, strategy=strategy, balancer=balancer, lines=tuple(dict.fromkeys(lines))))
 
     add(f"current ({current})", current if current in STRATEGIES else "threshold+lltmr", base)
     for strategy in names:
@@ -106,7 +106,7 @@ def candidates(conf: OperatorConf, strategies: Sequence[str] | None = None) -> l
                 changed = base.model_copy(update={name: value})
                 alias = BalancerConfig.model_fields[name].alias
                 add(f"{strategy}, {alias}={value}", strategy, changed)
-    add("no shedding (baseline)", BASELINE, base)
+    add("no shedding (baseline)", BASELINE, base.model_copy(update={"shedding_enabled": False}))
     return out
 
 
@@ -129,7 +129,13 @@ def cells(
                 cluster=cluster.spec,
             )
             out.append(
-                Cell(strategy=candidate.strategy, setting=candidate.name, workload_name=cluster.spec.name, lab=lab, group=candidate.name)
+                Cell(
+                    strategy=candidate.strategy,
+                    setting=candidate.name,
+                    workload_name=cluster.spec.name,
+                    lab=lab,
+                    group=candidate.name,
+                )
             )
     return out
 
@@ -187,7 +193,8 @@ class Recommendation:
         parts = [
             f"Best balance: {best.candidate.name} (late spread {best.balance:.3f}, {best.cost:.1f} moves/h).",
             f"Recommended: {c.candidate.name}: late spread {c.balance:.3f} against {cur.balance:.3f} now "
-            f"({_pct(c.balance, cur.balance)}), {c.cost:.1f} moves/h against {cur.cost:.1f} ({_pct(c.cost, cur.cost)}).",
+            f"({_pct(c.balance, cur.balance)}), {c.cost:.1f} moves/h against {cur.cost:.1f} "
+            f"({_pct(c.cost, cur.cost)}).",
         ]
         frontier = [r for r in self.ranked if r.frontier]
         if len(frontier) > 1:
@@ -351,8 +358,18 @@ def frontier_png(rec: Recommendation, path: Path) -> None:
         yerr = [[y - min(r.spread)], [max(r.spread) - y]]
         marker = "*" if r.chosen else ("o" if r.frontier else ".")
         size = 16 if r.chosen else (8 if r.frontier else 6)
-        ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt=marker, markersize=size, color=colours[r.candidate.strategy],
-                    alpha=0.9 if r.frontier else 0.5, elinewidth=0.8, capsize=2)
+        ax.errorbar(
+            x,
+            y,
+            xerr=xerr,
+            yerr=yerr,
+            fmt=marker,
+            markersize=size,
+            color=colours[r.candidate.strategy],
+            alpha=0.9 if r.frontier else 0.5,
+            elinewidth=0.8,
+            capsize=2,
+        )
         if r.frontier or r.chosen or r.candidate.name.startswith("current"):
             ax.annotate(r.candidate.name, (x, y), fontsize=7, xytext=(4, 4), textcoords="offset points")
     front = sorted((r for r in rec.ranked if r.frontier), key=lambda r: r.cost)
@@ -387,14 +404,14 @@ def frontier_html(rec: Recommendation, dry: DryRun | None, path: Path) -> None:
     for r in rec.ranked:
         cx, cy = px(r.cost), py(r.balance)
         colour = "#d62728" if r.chosen else ("#1f77b4" if r.frontier else "#999")
-        title = html.escape(
-            f"{r.candidate.name}: late spread {show(r.spread, 3)}, moves/h {show(r.moves_per_hour, 1)}"
-        )
+        title = html.escape(f"{r.candidate.name}: late spread {show(r.spread, 3)}, moves/h {show(r.moves_per_hour, 1)}")
         marks.append(
-            f'<line x1="{px(min(r.moves_per_hour)):.1f}" x2="{px(max(r.moves_per_hour)):.1f}" y1="{cy:.1f}" y2="{cy:.1f}" '
+            f'<line x1="{px(min(r.moves_per_hour)):.1f}" x2="{px(max(r.moves_per_hour)):.1f}" '
+            f'y1="{cy:.1f}" y2="{cy:.1f}" '
             f'stroke="{colour}" stroke-opacity=".4"/><line x1="{cx:.1f}" x2="{cx:.1f}" y1="{py(min(r.spread)):.1f}" '
             f'y2="{py(max(r.spread)):.1f}" stroke="{colour}" stroke-opacity=".4"/>'
-            f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{7 if r.chosen else 5}" fill="{colour}"><title>{title}</title></circle>'
+            f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{7 if r.chosen else 5}" fill="{colour}">'
+            f"<title>{title}</title></circle>"
         )
     rows = "".join(
         "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row.values()) + "</tr>" for row in rec.table()
@@ -414,14 +431,16 @@ def frontier_html(rec: Recommendation, dry: DryRun | None, path: Path) -> None:
             f"{moves}</table>"
         )
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>Recommendation</title>
-<style>body{{font-family:sans-serif;margin:20px}} td,th{{padding:2px 8px;text-align:left}} pre{{background:#f4f4f4;padding:8px}}</style>
+<style>body{{font-family:sans-serif;margin:20px}} td,th{{padding:2px 8px;text-align:left}}
+pre{{background:#f4f4f4;padding:8px}}</style>
 </head><body><h2>Load-balance recommendation</h2><p>{html.escape(rec.trade_off())}</p>
 <svg width="{width}" height="{height}" xmlns="http://www.w3.org/2000/svg">
 <line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="#444"/>
 <line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="#444"/>
 <text x="{width / 2 - 80}" y="{height - 20}">moves per hour</text>
 <text x="5" y="{pad - 20}">late spread of broker load</text>
-<text x="{pad - 10}" y="{height - pad + 16}">{x0:g}</text><text x="{width - pad - 20}" y="{height - pad + 16}">{x1:.1f}</text>
+<text x="{pad - 10}" y="{height - pad + 16}">{x0:g}</text>
+<text x="{width - pad - 20}" y="{height - pad + 16}">{x1:.1f}</text>
 <text x="5" y="{height - pad}">{y0:.3f}</text><text x="5" y="{pad}">{y1:.3f}</text>
 {"".join(marks)}</svg>
 <h3>Candidates</h3><table><tr>{head}</tr>{rows}</table>

@@ -119,7 +119,9 @@ def study_table(rows: Sequence[Row]) -> list[Row]:
             entry["moves_ratio_lltmr_to_lruww"] = show(ratios, 2)
             better = sum(1 for s in seeds if float(lruww[s]["late_spread"] or 0) < float(lltmr[s]["late_spread"] or 0))
             entry["lruww_balances_better"] = f"{better}/{len(seeds)}"
-            cands = [float(lltmr[s]["candidates_median"] or 0) for s in seeds if lltmr[s]["candidates_median"] is not None]
+            cands = [
+                float(lltmr[s]["candidates_median"] or 0) for s in seeds if lltmr[s]["candidates_median"] is not None
+            ]
             entry["candidates"] = round(statistics.median(cands), 1) if cands else None
         out.append(entry)
     return out

@@ -133,7 +133,9 @@ class BalancerConfig(BaseModel):
     split_interval_min: int = Field(1, alias="loadBalancerSplitIntervalMinutes", gt=0)
     max_splits_per_cycle: int = Field(10, alias="loadBalancerMaxNumberOfBundlesToSplitPerCycle", gt=0)
     split_hit_count_threshold: int = Field(3, alias="loadBalancerNamespaceBundleSplitConditionHitCountThreshold", ge=0)
-    split_algorithm: SplitAlgorithm = Field(SplitAlgorithm.range_equally_divide, alias="defaultNamespaceBundleSplitAlgorithm")
+    split_algorithm: SplitAlgorithm = Field(
+        SplitAlgorithm.range_equally_divide, alias="defaultNamespaceBundleSplitAlgorithm"
+    )
     flow_or_qps_difference_pct: int = Field(10, alias="flowOrQpsDifferenceThresholdPercentage", ge=0)
 
     @field_validator("bundle_max_topics", "bundle_max_msg_rate", "bundle_max_bandwidth_mb")

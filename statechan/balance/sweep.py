@@ -58,7 +58,10 @@ def grid(
         workload = WORKLOADS[load] if size is None else WORKLOADS[load].for_brokers(size)
         update: dict[str, object] = {"seed": seed} if hours is None else {"seed": seed, "hours": hours}
         lab = LabConfig(
-            workload=workload.model_copy(update=update), shedder=shedder, placement=placement, balancer=SETTINGS[setting]
+            workload=workload.model_copy(update=update),
+            shedder=shedder,
+            placement=placement,
+            balancer=SETTINGS[setting],
         )
         cells.append(Cell(strategy=name, setting=setting, workload_name=load, lab=lab))
     return cells
@@ -136,7 +139,9 @@ def show(values: Sequence[float], digits: int = 2) -> str:
     return f"{round(mid, digits):g} [{round(low, digits):g}–{round(high, digits):g}]"
 
 
-def summary(rows: Sequence[Row], keys: Sequence[str] = ("group", "strategy_name", "setting", "workload", "brokers")) -> list[Row]:
+def summary(
+    rows: Sequence[Row], keys: Sequence[str] = ("group", "strategy_name", "setting", "workload", "brokers")
+) -> list[Row]:
     """One row per group (the ``keys``): the runs, and each of :data:`SPREAD_MEASURES` as its
     median with its range over the group's seeds, ranked by the median late spread of broker
     load, then by the median moves."""
