@@ -174,6 +174,8 @@ class Result:
     candidates: list[int] = field(default_factory=list)
     """Candidates the namespace filter left at each modular placement."""
     split_failures: int = 0
+    heavy: frozenset[int] = frozenset()
+    """The workload's heavy bundles and every bundle split from them."""
     channel: dict[str, int] = field(default_factory=dict)
     """What the channel mode counted (lookups delayed and failed, invariant breaches, ...)."""
 
@@ -239,6 +241,9 @@ class Result:
             "max_bundles_per_namespace": int(ns[-1].max()) if ns.size else 0,
             "candidates_median": statistics.median(self.candidates) if self.candidates else None,
         }
+        if self.heavy:
+            out["heavy_moves"] = sum(1 for e in self.events if e.bundle in self.heavy)
+            out["heavy_moved_3plus"] = sum(1 for b, c in moved.items() if b in self.heavy and c >= 3)
         out.update({f"channel_{k}": v for k, v in sorted(self.channel.items())})
         return out
 
@@ -657,15 +662,11 @@ def run(
         per_namespace[minute] = s.bundles.counts()
         if progress is not None and (minute + 1) % 60 == 0:
             progress(minute + 1, minutes)
-    return Result(
-        config,
-        r.events,
-        load,
-        r.splits,
-        per_namespace,
-        r.candidates,
-        r.counter.failed,
-    )
+    heavy = {int(b) for b in s.traffic.heavy}
+    for child in range(len(s.bundles)):  # children come after their parents
+        if int(s.bundles.parent[child]) in heavy:
+            heavy.add(child)
+    return Result(config, r.events, load, r.splits, per_namespace, r.candidates, r.counter.failed, frozenset(heavy))
 
 
 def weighted_load(usage: Floats, config: BalancerConfig) -> Floats:
