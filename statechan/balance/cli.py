@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from statechan.balance.settings import (
@@ -49,13 +50,14 @@ class Store(enum.Enum):
 
 
 def _table(title: str, rows: list[dict[str, float | int | str | None]]) -> Table:
-    table = Table(title=title)
+    """Rows as a table; nothing in them is read as markup (a "[min–max]" stays as it is)."""
+    table = Table(title=escape(title))
     if not rows:
         return table
     for name in rows[0]:
-        table.add_column(name, overflow="fold")
+        table.add_column(escape(name), overflow="fold")
     for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row.values()))
+        table.add_row(*("" if v is None else escape(str(v)) for v in row.values()))
     return table
 
 
@@ -70,7 +72,7 @@ def _progress(label: str) -> Callable[[int, int], None]:
 
 def _refuse(problems: list[str]) -> NoReturn:
     for problem in problems:
-        err.print(f"[red]error[/red] {problem}")
+        err.print(f"[red]error[/red] {escape(problem)}")
     raise typer.Exit(2)
 
 
@@ -231,7 +233,7 @@ def balance(
         )
     )
     for line in breaches:
-        console.print(f"[red]breach[/red] {line}")
+        console.print(f"[red]breach[/red] {escape(line)}")
     if png is not None:
         from statechan.balance.plot import png as write_png
 
@@ -372,11 +374,11 @@ def recommend(
         f"{len(cells)} runs in {elapsed:.0f} s; median [range] over {seeds} seeds, best balance first"
     )
     console.print(_table(title, result.table()))
-    console.print(result.trade_off())
+    console.print(escape(result.trade_off()))
     lines = result.chosen.candidate.lines
     console.print("[bold]broker.conf lines to apply[/bold]" if lines else "[bold]keep your settings[/bold]")
     for line in lines:
-        console.print(f"  {line}")
+        console.print(f"  {escape(line)}")
     shedder, placement = STRATEGIES[result.chosen.candidate.strategy]
     chosen = LabConfig(
         workload=operator_cluster.workload.model_copy(update={"seed": seed_start}),
@@ -399,7 +401,7 @@ def recommend(
         for p in dry.proposals
     ]
     console.print(_table(f"Dry run on {state}: {len(proposals)} moves now", proposals))
-    console.print(f"balance before {dry.before}; after {dry.after}")
+    console.print(escape(f"balance before {dry.before}; after {dry.after}"))
     if png is not None:
         rec.frontier_png(result, png)
         console.print(f"wrote {png}")
