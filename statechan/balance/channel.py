@@ -168,12 +168,17 @@ class ThroughChannel:
         before = len(cluster.answers)
         self._lookup(event.bundle, event.destination, event.bundle + event.minute)
         cluster.drain()
-        for answer in cluster.answers[before:]:
-            self.counts["move_lookups"] += 1
+        self._count_answers("move_lookups", before)
+
+    def _count_answers(self, name: str, since: int) -> None:
+        """Count the lookups answered since ``since``: all, delayed (deferred until the bundle was
+        owned), failed."""
+        for answer in self.cluster.answers[since:]:
+            self.counts[name] += 1
             if answer.error is not None:
-                self.counts["move_lookups_failed"] += 1
+                self.counts[f"{name}_failed"] += 1
             elif answer.deferred:
-                self.counts["move_lookups_delayed"] += 1
+                self.counts[f"{name}_delayed"] += 1
 
     def split(self, event: SplitEvent) -> bool:
         """The owner splits the bundle; a client looks the parent up while it splits, and both
@@ -206,12 +211,7 @@ class ThroughChannel:
         for child in event.children:
             cluster.step(Lookup(self._healthy(child + event.minute), self.keys[child]))
         cluster.drain()
-        for answer in cluster.answers[before:]:
-            self.counts["split_lookups"] += 1
-            if answer.error is not None:
-                self.counts["split_lookups_failed"] += 1
-            elif answer.deferred:
-                self.counts["split_lookups_delayed"] += 1
+        self._count_answers("split_lookups", before)
         return True
 
     def minute(self, minute: int, owner: Ints) -> frozenset[int]:

@@ -17,7 +17,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -32,6 +32,8 @@ from statechan.balance.settings import (
     Workload,
 )
 from statechan.keys import BadKeyError, namespace_bundles, parse_key
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -268,27 +270,22 @@ def _strategy(
                 f"loadManagerClassName {manager[1]!r}: the lab models {MODULAR} and {EXTENSIBLE}",
             )
         )
-    shedder = ShedderKind.threshold
-    placement = PlacementKind.least_long_term_message_rate
-    line, raw = values.get("loadBalancerLoadSheddingStrategy", (0, ""))
-    if raw:
-        if raw in SHEDDER_CLASSES:
-            shedder = SHEDDER_CLASSES[raw]
-        else:
-            names = ", ".join(c.rsplit(".", 1)[1] for c in SHEDDER_CLASSES)
-            problems.append(
-                Problem(f"{where}:{line}", f"loadBalancerLoadSheddingStrategy {raw!r}: the lab models {names}")
-            )
-    line, raw = values.get("loadBalancerLoadPlacementStrategy", (0, ""))
-    if raw:
-        if raw in PLACEMENT_CLASSES:
-            placement = PLACEMENT_CLASSES[raw]
-        else:
-            names = ", ".join(c.rsplit(".", 1)[1] for c in PLACEMENT_CLASSES)
-            problems.append(
-                Problem(f"{where}:{line}", f"loadBalancerLoadPlacementStrategy {raw!r}: the lab models {names}")
-            )
-    return shedder, placement
+    shedder = _chosen(values, "loadBalancerLoadSheddingStrategy", SHEDDER_CLASSES, where, problems)
+    placement = _chosen(values, "loadBalancerLoadPlacementStrategy", PLACEMENT_CLASSES, where, problems)
+    return shedder or ShedderKind.threshold, placement or PlacementKind.least_long_term_message_rate
+
+
+def _chosen(
+    values: dict[str, tuple[int, str]], key: str, classes: dict[str, T], where: str, problems: list[Problem]
+) -> T | None:
+    """The strategy a class-name setting names (None when unset or not one the lab models)."""
+    line, raw = values.get(key, (0, ""))
+    if not raw:
+        return None
+    if raw not in classes:
+        names = ", ".join(c.rsplit(".", 1)[1] for c in classes)
+        problems.append(Problem(f"{where}:{line}", f"{key} {raw!r}: the lab models {names}"))
+    return classes.get(raw)
 
 
 def strategy_lines(shedder: ShedderKind, placement: PlacementKind) -> list[str]:

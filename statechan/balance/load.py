@@ -293,6 +293,9 @@ class Traffic:
                 size[b] = moved / count if count > 0 else workload.median_message_bytes
                 batch[b] = 1.0
                 topics[b] = max(1, r.topics)
+        if recorded:  # a recorded bundle carries what was recorded now: no spell already under way
+            keep = ~(np.isin(events.bundle, np.fromiter(recorded, dtype=np.int64)) & (events.start < 0))
+            events = Events(events.bundle[keep], events.start[keep], events.end[keep], events.factor[keep])
         # topics: hashes spread over their starting bundle's range, traffic shared by weights
         origin = np.repeat(np.arange(n, dtype=np.int64), topics)
         lo, hi = bundles.lower[origin], bundles.upper[origin]

@@ -349,10 +349,11 @@ def frontier_png(rec: Recommendation, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(10, 6.5))
+    fig, ax = plt.subplots(figsize=(11, 7))
     strategies = sorted({r.candidate.strategy for r in rec.ranked})
     colours = {s: plt.get_cmap("tab10")(i) for i, s in enumerate(strategies)}
-    for r in rec.ranked:
+    named: list[str] = []
+    for rank_, r in enumerate(rec.ranked, 1):
         x, y = r.cost, r.balance
         xerr = [[x - min(r.moves_per_hour)], [max(r.moves_per_hour) - x]]
         yerr = [[y - min(r.spread)], [max(r.spread) - y]]
@@ -366,17 +367,28 @@ def frontier_png(rec: Recommendation, path: Path) -> None:
             fmt=marker,
             markersize=size,
             color=colours[r.candidate.strategy],
-            alpha=0.9 if r.frontier else 0.5,
+            alpha=0.9 if r.frontier else 0.35,
             elinewidth=0.8,
             capsize=2,
         )
         if r.frontier or r.chosen or r.candidate.name.startswith("current"):
-            ax.annotate(r.candidate.name, (x, y), fontsize=7, xytext=(4, 4), textcoords="offset points")
+            ax.annotate(f"{rank_}", (x, y), fontsize=8, xytext=(5, 4), textcoords="offset points")
+            named.append(f"{rank_}: {r.candidate.name}{'  (recommended)' if r.chosen else ''}")
+    ax.text(
+        0.99,
+        0.99,
+        "\n".join(named),
+        transform=ax.transAxes,
+        fontsize=7,
+        va="top",
+        ha="right",
+        bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.85},
+    )
     front = sorted((r for r in rec.ranked if r.frontier), key=lambda r: r.cost)
     ax.plot([r.cost for r in front], [r.balance for r in front], color="grey", linestyle="--", linewidth=0.8)
     for s in strategies:
         ax.plot([], [], "o", color=colours[s], label=s)
-    ax.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="lower right", fontsize=8)
     ax.set_xlabel("moves per hour (median, range over seeds)")
     ax.set_ylabel("late spread of broker load (median, range over seeds)")
     ax.set_title(f"Trade-off: recommended {rec.chosen.candidate.name}")
