@@ -55,7 +55,7 @@ def bench_balance(_: int) -> list[Figure]:
             "balance: 136 brokers, 10 h, balancer-only",
             minutes,
             alone_s,
-            notes={"moves": len(alone.events), "verdict": alone.verdict().value},
+            notes={"moves": len(alone.events), "late_spread": alone.measures()["late_spread"]},
         ),
         Figure(
             "balance: the same, every move through the channel",
