@@ -100,7 +100,8 @@ def cli_reference(app: Any = None, program: str = "statechan") -> str:
         lines += [f"{level} `{name}`", ""]
         if command.help:
             lines += [_paragraphs(command.help), ""]
-        pieces = " ".join(command.collect_usage_pieces(ctx))
+        # typer 0.29 writes an argument as {name}; --help's other spelling is NAME
+        pieces = re.sub(r"\{(\w+)\}", lambda m: m.group(1).upper(), " ".join(command.collect_usage_pieces(ctx)))
         lines += ["```text", f"{name} {pieces}".rstrip(), "```", ""]
         rows = []
         for param in command.get_params(ctx):
