@@ -25,7 +25,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 PAGES = sorted([ROOT / "README.md", *DOCS.rglob("*.md")])
-EXAMPLE_PAGES = sorted([DOCS / "getting-started.md", *(DOCS / "concepts").glob("*.md"), *(DOCS / "guides").glob("*.md")])
+EXAMPLE_PAGES = sorted(
+    [DOCS / "getting-started.md", *(DOCS / "concepts").glob("*.md"), *(DOCS / "guides").glob("*.md")]
+)
 
 HISTORY: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bsessions?[\s-]+\d+", re.IGNORECASE), "a numbered work session"),
@@ -33,7 +35,8 @@ HISTORY: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         # "this session's machine", not a ZooKeeper session ("when that session expires")
         re.compile(
-            r"\b(this|the previous|the next|an earlier|a later) session\b(?!'s node)(?!\s+(expir|is lost|loss|event|id\b))",
+            r"\b(this|the previous|the next|an earlier|a later) session\b"
+            r"(?!'s node)(?!\s+(expir|is lost|loss|event|id\b))",
             re.IGNORECASE,
         ),
         "a work session",
@@ -172,7 +175,10 @@ def commands(code: str) -> list[str]:
 def test_blocks_and_commands_parse() -> None:
     page = '<!-- not run: needs a cluster -->\n```sh\nstatechan x\n```\n\n```python title="t.py"\nx = 1\n```\n'
     parsed = blocks(page)
-    assert [(b.language, b.skip, b.title) for b in parsed] == [("sh", "needs a cluster", None), ("python", None, "t.py")]
+    assert [(b.language, b.skip, b.title) for b in parsed] == [
+        ("sh", "needs a cluster", None),
+        ("python", None, "t.py"),
+    ]
     assert commands("a --b \\\n   --c  # exits 1\n# note\n\nd\n") == ["a --b  --c  # exits 1", "d"]
 
 
