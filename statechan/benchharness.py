@@ -345,4 +345,18 @@ def render(results: Mapping[str, Any]) -> str:
                 cells += [_cell(row.get(k, "")) for k in ("against baseline", "machine", "load")]
                 out.append("| " + " | ".join(str(c) for c in cells) + " |")
             out.append("")
+        for table in entry.get("tables") or []:
+            out += _table(table)
     return "\n".join(out).rstrip() + "\n"
+
+
+def _table(table: Mapping[str, Any]) -> list[str]:
+    """A table of earlier measurements an engine keeps as data (a run that is not the bench's own:
+    a documented command measured by hand), under its own heading."""
+    columns: list[str] = list(table["columns"])
+    out = [f"### {table['title']}", ""]
+    if table.get("about"):
+        out += [str(table["about"]), ""]
+    out += ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    out += ["| " + " | ".join(_cell(cell) for cell in row) + " |" for row in table["rows"]]
+    return [*out, ""]

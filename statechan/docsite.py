@@ -90,8 +90,8 @@ def cli_reference(app: Any = None, program: str = "statechan") -> str:
         "",
         "<!-- generated from the typer commands by statechan.docsite.cli_reference; do not edit by hand -->",
         "",
-        f"Every command of `{program}`, as `{program} COMMAND --help` prints it. Which extra each command",
-        "needs is in [Getting started](../getting-started.md#what-to-install).",
+        f"Every command of `{program}`, as `{program} COMMAND --help` prints it (each also takes `--help`).",
+        "Which extra each command needs is in [Getting started](../getting-started.md#what-to-install).",
         "",
     ]
     for path, command, ctx in _commands(root, context_class(root, info_name=program), [program]):
@@ -105,7 +105,7 @@ def cli_reference(app: Any = None, program: str = "statechan") -> str:
         lines += ["```text", f"{name} {pieces}".rstrip(), "```", ""]
         rows = []
         for param in command.get_params(ctx):
-            if getattr(param, "hidden", False):
+            if getattr(param, "hidden", False) or param.name == "help":
                 continue
             record = param.get_help_record(ctx)
             if record is None:

@@ -24,7 +24,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-PAGES = sorted([ROOT / "README.md", *DOCS.rglob("*.md")])
+PAGES = sorted([ROOT / "README.md", ROOT / "traces" / "README.md", *DOCS.rglob("*.md")])
 EXAMPLE_PAGES = sorted(
     [DOCS / "getting-started.md", *(DOCS / "concepts").glob("*.md"), *(DOCS / "guides").glob("*.md")]
 )
