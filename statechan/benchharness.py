@@ -77,20 +77,27 @@ def machine_text(info: Mapping[str, object]) -> str:
 
 
 def commit(root: Path | None = None) -> str:
-    """The checkout's commit, ``-dirty`` when the tree has changes (empty outside a git checkout)."""
+    """The checkout's commit, with ``-dirty`` when files other than the benchmark page and its
+    results file have uncommitted changes (the bench writes those two itself as it goes); empty
+    outside a git checkout."""
     where = root or Path(__file__).resolve().parent.parent
-    try:
-        done = subprocess.run(
-            ["git", "describe", "--always", "--dirty", "--abbrev=7"],
-            cwd=where,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", *args], cwd=where, capture_output=True, text=True, check=False, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    sha = git("rev-parse", "--short=7", "HEAD")
+    if not sha:
         return ""
-    return done.stdout.strip() if done.returncode == 0 else ""
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", *(f":!{p}" for p in BENCH_FILES))
+    return sha + ("-dirty" if changed else "")
+
+
+BENCH_FILES = ("docs/benchmarks.json", "docs/benchmarks.md")
+"""What the bench itself writes in the checkout."""
 
 
 def load_average() -> tuple[float, float, float]:
