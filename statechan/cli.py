@@ -416,8 +416,6 @@ def simulate_command(
     except StoreError as exc:
         err.print(f"[red]error:[/red] --zookeeper: {exc}", highlight=False)
         raise typer.Exit(2) from None
-    except ModuleNotFoundError:  # kazoo: statechan.__main__ names the zk extra
-        raise
     if zookeeper is not None:
         console.print(f"metadata store: ZooKeeper, nodes under {simulation.cluster.store}", highlight=False)
     summary = simulation.run(int(hours * 3_600_000), check=checker, check_every=every)
