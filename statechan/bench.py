@@ -863,9 +863,10 @@ def main(argv: list[str] | None = None) -> int:
             for key, value in figure.notes.items():
                 print(f"    {key}: {value}")
         results[name] = [asdict(f) | {"rate": f.rate, "ratio": f.ratio} for f in figures]
-        if page is not None:
+        if page is not None:  # each engine as it finishes: a long run interrupted keeps the rest
             record(stored, name, run, figures)
-            save_results(results_path, stored)  # each engine as it finishes: a long run interrupted keeps the rest
+            save_results(results_path, stored)
+            page.write_text(render(stored), encoding="utf-8")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump({"machine": info, "results": results}, out, indent=2)
