@@ -25,6 +25,7 @@ from statechan.docs import stale_docs, write_docs
 from statechan.graph import check_graph, dot, mermaid
 from statechan.invariants.replay import CLEANUP_TIMEOUT_MS, IN_FLIGHT_TIMEOUT_MS, TOMBSTONE_TIMEOUT_MS
 from statechan.model import DEFAULT_MODEL, ModelError, ProtocolModel, builtin_model_names, load_model
+from statechan.pages.explore.explorer import GRAPH_LIMIT, GRAPH_LIMIT_MAX
 from statechan.render import (
     console,
     err,
@@ -793,8 +794,8 @@ def explore_command(
     host: Annotated[str, typer.Option(help="The address to listen on (127.0.0.1: this machine only).")] = "127.0.0.1",
     port: Annotated[int, _number("The port to listen on (0: a free one).", 0, 65_535, "TCP's ports")] = 0,
     graph_limit: Annotated[
-        int, _number("Draw the bound's state graph up to this many states.", 1, 50_000, GRAPH_LIMIT_WHY)
-    ] = 3_000,
+        int, _number("Draw the bound's state graph up to this many states.", 1, GRAPH_LIMIT_MAX, GRAPH_LIMIT_WHY)
+    ] = GRAPH_LIMIT,
     **options: Any,
 ) -> None:
     """Walk the model in a browser: from a bound's initial state (the same options as statechan

@@ -25,7 +25,7 @@ from statechan.pages import STYLE as PAGE_STYLE
 from statechan.pages import diagram_block
 from statechan.pages.explore.explorer import Explorer
 from statechan.pages.explore.graph import draw, steps_to
-from statechan.pages.explore.picture import key_label, picture, short_text
+from statechan.pages.explore.picture import config_said, key_label, picture, short_text
 from statechan.pages.explore.walk import MOST_MOVES, Choice, Start, Walk, WalkError, choices, verdicts
 
 if TYPE_CHECKING:
@@ -291,6 +291,7 @@ def _walk_context(explorer: Explorer, walk: Walk, at: int) -> dict[str, Any]:
         "run_stopped": run_stopped,
         "bounded": start.bounds is not None,
         "spent": _spent(start, stop),
+        "config_said": config_said(start.config),
     }
 
 

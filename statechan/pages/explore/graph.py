@@ -1,6 +1,6 @@
 """A model checker's explored state graph (``check(..., keep_graph=True)``) drawn as SVG: one row
 per depth (breadth-first, so a state's row is its shortest distance from the start), each state a
-dot linking to the explorer at that state, the counterexample's path in red.
+dot linking to the explorer at that state, the counterexample's path in red down the left edge.
 
 The checker's graph holds a state once per symmetry class (brokers renamed) and, with
 partial-order reduction, only the states the reduced search visits; edges are the transitions it
@@ -75,20 +75,26 @@ def draw(result: CheckResult, link: str = "state/{}") -> Drawn:
     rows: dict[int, list[int]] = {}
     for i, node in enumerate(nodes):
         rows.setdefault(node.depth, []).append(i)
+    path = path_nodes(result)
+    on_path = set(path)
     x: dict[int, float] = {}
     widest = max((len(r) for r in rows.values()), default=1)
-    width = MARGIN_X + widest * GAP_X + 40
+    width = MARGIN_X + (widest + 2) * GAP_X + 40
     span = widest * GAP_X
     for depth in sorted(rows):
         row = rows[depth]
-        # under their parents, in the order the search found them, each row spread across the width
+        # the counterexample's states down the left edge; the others under their parents, in the
+        # order the search found them, each row spread across the width
         row.sort(key=lambda i: (x.get(nodes[i].parent, 0.0), i))
-        for slot, i in enumerate(row):
-            x[i] = MARGIN_X + (slot + 0.5) * span / len(row)
+        rest = [i for i in row if i not in on_path]
+        left = MARGIN_X + (2 * GAP_X if path else 0)
+        for slot, i in enumerate(rest):
+            x[i] = left + (slot + 0.5) * span / len(rest)
+        for i in row:
+            if i in on_path:
+                x[i] = MARGIN_X + GAP_X / 2
     y = {i: MARGIN_Y + node.depth * GAP_Y for i, node in enumerate(nodes)}
     height = MARGIN_Y * 2 + max(rows, default=0) * GAP_Y
-    path = path_nodes(result)
-    on_path = set(path)
     path_edges = set(itertools.pairwise(path))
     broken_end = path[-1] if path and result.violation is not None else None
     parts = [

@@ -61,9 +61,10 @@ def value_text(rec: Rec | None) -> str:
     if rec is None:
         return "—"
     parts = [rec.state.value]
-    if rec.source_broker is not None and rec.source_broker != rec.dst_broker:
-        parts.append(f"{short(rec.source_broker)} →")
-        parts.append(short(rec.dst_broker) if rec.dst_broker is not None else "nobody")
+    if rec.source_broker is not None and rec.dst_broker is None:
+        parts.append(f"from {short(rec.source_broker)}")
+    elif rec.source_broker is not None and rec.source_broker != rec.dst_broker:
+        parts.append(f"{short(rec.source_broker)} → {short(rec.dst_broker)}")
     elif rec.dst_broker is not None:
         parts.append(f"→ {short(rec.dst_broker)}")
     if rec.split:
@@ -161,6 +162,16 @@ class Picture:
     syncer: list[tuple[str, str]] = field(default_factory=list)
 
 
+def config_said(config: SimConfig) -> str:
+    """A cluster's configuration in a line: its size, store, model and the bugs put back."""
+    switched = [k for k, v in config.variant.model_dump().items() if v not in (False, None) and k != "model"]
+    bundles = config.namespaces * config.bundles_per_namespace
+    parts = [f"{config.brokers} broker(s)", f"{bundles} bundle(s)", config.store.value, f"model {config.variant.model}"]
+    if switched:
+        parts.append("put back: " + ", ".join(s.replace("_", " ") for s in switched))
+    return " · ".join(parts)
+
+
 def clock(ms: int, start_ms: int) -> str:
     return f"t+{(ms - start_ms) / 1000:.1f} s"
 
@@ -209,7 +220,7 @@ def picture(config: SimConfig, state: ClusterState, before: ClusterState | None)
     )
     if config.store is not StoreKind.metadata_store:
         _topic(found, state, before, start)
-    _store(found, state, before, channel_nodes=config.store is StoreKind.metadata_store)
+    _store(found, state, before, channel_nodes=config.store is not StoreKind.system_topic)
     if state.syncer is not None:
         syncer = state.syncer
         differing = sorted(k for k in {*syncer.topic_view.items, *syncer.store_view.items}

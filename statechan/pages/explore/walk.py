@@ -278,6 +278,8 @@ class Choice:
     """Why the model checker would not take it within the start's bound (None: it would)."""
     branches: int = 1
     """How many placements the action has (each is a choice of its own)."""
+    refused: str | None = None
+    """The protocol lists the action but refuses it when taken (why): no move."""
 
 
 def outside_bound(start: Start, stop: Stop, action: Action) -> str | None:
@@ -306,7 +308,11 @@ def choices(start: Start, stop: Stop, names: Callable[[str], str] = str) -> list
     found: list[Choice] = []
     for index, action in enumerate(protocol.enabled(stop.state, setup)):
         outside = outside_bound(start, stop, action)
-        branches = protocol.outcomes(stop.state, action, setup)
+        try:
+            branches = protocol.outcomes(stop.state, action, setup)
+        except ValueError as exc:  # listed, yet refused when taken (the checker counts these)
+            found.append(Choice(str(index), Move(action), names(action.describe()), (), (), outside, refused=str(exc)))
+            continue
         for branch in branches:
             picks = tuple(branch.picks)
             outcome = protocol.step(stop.state, action, setup, _tape(picks))
