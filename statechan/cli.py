@@ -395,9 +395,6 @@ def simulate_command(
     except StoreError as exc:
         err.print(f"[red]error:[/red] --zookeeper: {exc}", highlight=False)
         raise typer.Exit(2) from None
-    except ModuleNotFoundError as exc:
-        err.print(f"[red]error:[/red] --zookeeper needs the zk extra (pip install 'statechan[zk]'): {exc}")
-        raise typer.Exit(2) from None
     if zookeeper is not None:
         console.print(f"metadata store: ZooKeeper, nodes under {simulation.cluster.store}", highlight=False)
     summary = simulation.run(int(hours * 3_600_000), check=checker, check_every=every)
@@ -802,11 +799,8 @@ def explore_command(
     check), step by choosing among the enabled actions, see each broker's view, the channel, the
     timers and every invariant's verdict, the path as a sequence diagram; jump to the checker's
     counterexample, a saved run, or a state of the bound's state graph (docs/explore.md)."""
-    try:
-        from statechan.pages.explore import ServeError, bind, open_explorer, serve
-    except ImportError as exc:
-        _usage_error(f"statechan explore needs Flask ({exc.name} is missing): pip install 'statechan[explore]'")
     from statechan.cluster.config import StoreKind
+    from statechan.pages.explore import ServeError, bind, open_explorer, serve  # Flask: the explore extra
 
     bounds, chosen, invariants = _bound_options(**options)
     if runs is None:
@@ -1504,6 +1498,8 @@ def audit_command(
                 lambda: spark_session(master, conf=progress_bar | spark_conf, remote=remote)
             ),
         )
+    except ModuleNotFoundError:  # an extra not installed: statechan.__main__ names it
+        raise
     except (OSError, ValueError) as exc:
         err.print("[red]error:[/red] ", end="", highlight=False)
         err.print(str(exc), highlight=False, markup=False, soft_wrap=True)
