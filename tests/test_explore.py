@@ -351,14 +351,12 @@ def test_bad_options_get_a_clear_message(options: list[str], said: str) -> None:
 
 
 # -- in the browser ----------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def server(bad_runs: Path) -> Iterator[str]:
-    """``statechan explore`` on #25379's bound, started as a user starts it: its URL."""
+def _serving(*options: str) -> Iterator[tuple[str, list[str]]]:
+    """``statechan explore OPTIONS`` started as a user starts it: its URL and what it printed
+    before it, until the caller is done with it."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    command = [sys.executable, "-m", "statechan", "explore", *BUG_OPTIONS, "--runs", "docs/counterexamples"]
-    process = subprocess.Popen(
-        [*command, "--runs", str(bad_runs)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
-    )
+    command = [sys.executable, "-m", "statechan", "explore", *options]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     assert process.stdout is not None
     said: list[str] = []
     url = None
@@ -373,11 +371,18 @@ def server(bad_runs: Path) -> Iterator[str]:
     try:
         assert url is not None, "".join(said)
         assert url.startswith("http://127.0.0.1:")
-        assert any("cannot open:" in line and "b-newer.json" in line for line in said)
-        yield url
+        yield url, said
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server(bad_runs: Path) -> Iterator[str]:
+    """``statechan explore`` on #25379's bound: its URL."""
+    for url, said in _serving(*BUG_OPTIONS, "--runs", "docs/counterexamples", "--runs", str(bad_runs)):
+        assert any("cannot open:" in line and "b-newer.json" in line for line in said)
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -526,3 +531,49 @@ def test_the_state_graph_highlights_the_counterexample(driver: WebDriver, server
     assert [c.text for c in driver.find_elements("css selector", "ol.crumbs li")][1:] == [
         a.describe().replace(":8080", "") for a in bug_graph.path
     ]
+
+
+DEFAULT_BOUND_BUG = "22743"
+"""#22743 put back (a Deleted split parent lingers until the monitor's tombstone delay): the checker
+finds it at the default bound, so ``statechan explore --variant 22743`` reaches it with no bound
+option."""
+
+
+@pytest.mark.xdist_group("browser")
+def test_at_the_default_bound_a_walk_reaches_a_historical_bug(driver: WebDriver) -> None:
+    """``statechan explore --variant 22743`` with no bound option: clicking the checker's
+    counterexample move by move reaches a state flagged with the invariant it breaks; back clears
+    the flag, forward brings it back, and jump-to the counterexample lands on that state."""
+    result = check(Bounds(), StoreKind.system_topic, DEFAULT_BOUND_BUG, invariants=IDS, vacuity=False)
+    assert result.violation is not None
+    invariant = result.violation.split(":")[0].split(" ")[0]
+    path, picks = result.path, list(result.picks)
+    for url, _ in _serving("--variant", DEFAULT_BOUND_BUG):
+        driver.get(url)
+        assert _at(driver) == 0
+        bound = driver.find_element("css selector", ".top .bound")
+        assert bound.get_attribute("title") == f"statechan check --variant {DEFAULT_BOUND_BUG}"  # no bound option
+        assert bound.text == f"bound: {DEFAULT_BOUND_BUG} on system-topic: {Bounds().describe()}"
+        for number, action in enumerate(path, start=1):
+            assert driver.find_element("css selector", "body").get_attribute("data-broken") == "false"
+            _click(driver, _choice(driver, action.describe(), picks))
+            assert _at(driver) == number
+        assert driver.find_element("css selector", "body").get_attribute("data-broken") == "true"
+        assert driver.find_element("css selector", "#verdict .breach").get_attribute("data-invariant") == invariant
+        row = driver.find_element("css selector", f'tr[data-invariant="{invariant}"]')
+        assert row.get_attribute("data-verdict") == "broken"
+        _click(driver, driver.find_element("id", "back"))
+        assert (_at(driver), driver.find_element("css selector", "body").get_attribute("data-broken")) == (
+            len(path) - 1,
+            "false",
+        )
+        _click(driver, driver.find_element("id", "forward"))
+        assert (_at(driver), driver.find_element("css selector", "body").get_attribute("data-broken")) == (
+            len(path),
+            "true",
+        )
+        driver.find_element("css selector", "#jump summary").click()
+        _click(driver, driver.find_element("id", "jump-counterexample"))
+        assert driver.find_element("css selector", "body").get_attribute("data-start") == "counterexample"
+        assert _at(driver) == len(path)
+        assert driver.find_element("css selector", "#verdict .breach").get_attribute("data-invariant") == invariant
