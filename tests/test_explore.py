@@ -334,6 +334,20 @@ def test_a_port_in_use_gets_a_clear_message() -> None:
     assert "leave --port out for a free one" in said
 
 
+def test_without_flask_it_names_the_extra_to_install() -> None:
+    """``statechan explore`` where Flask is not installed (hidden here) exits 2 naming the extra."""
+    script = (
+        "import sys; sys.modules['flask'] = None; sys.argv = ['statechan', 'explore'];"
+        "from statechan.__main__ import main; main()"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        "statechan explore: needs the 'explore' extra (flask is not installed); "
+        "install it with: pip install 'statechan[explore]'"
+    )
+
+
 @pytest.mark.parametrize(
     ("options", "said"),
     [
