@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "statechan needs Python >= 3.11")'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,spark,bench,zk,balance]'
+	$(PY) -m pip install --quiet -e '.[dev,spark,bench,zk,balance,explore]'
 	touch $(STAMP)
 
 java:

@@ -25,6 +25,7 @@ from statechan.docs import stale_docs, write_docs
 from statechan.graph import check_graph, dot, mermaid
 from statechan.invariants.replay import CLEANUP_TIMEOUT_MS, IN_FLIGHT_TIMEOUT_MS, TOMBSTONE_TIMEOUT_MS
 from statechan.model import DEFAULT_MODEL, ModelError, ProtocolModel, builtin_model_names, load_model
+from statechan.pages.explore.explorer import GRAPH_LIMIT, GRAPH_LIMIT_MAX
 from statechan.render import (
     console,
     err,
@@ -549,60 +550,12 @@ def check_command(
     from statechan.cluster.config import StoreKind
     from statechan.cluster.runfile import save_run as write_run
     from statechan.cluster.timeline import build_timeline, format_timeline
-    from statechan.invariants.catalogue import simulation_ids
     from statechan.traces import atomic_output, write_text_atomically
 
-    if variant not in VARIANTS:
-        err.print(f"[red]error:[/red] --variant: unknown {variant!r}; choose from {', '.join(VARIANTS)}")
-        raise typer.Exit(2)
+    bounds, chosen, invariants = _bound_options(**locals())  # the options, by their names
     _writable(save_run, "--save-run")
     _writable(graph, "--graph", [save_run] if save_run else [], "the --save-run file")
     _writable(html, "--html", [p for p in (save_run, graph) if p], "the --save-run or --graph file")
-    chosen: str | Variant = variant
-    if model is not None:
-        try:
-            load_model(model)
-        except (ModelError, ValueError) as exc:
-            _usage_error(f"--model: {exc}")
-        chosen = VARIANTS[variant].model_copy(update={"model": model})
-    cluster_ids = simulation_ids()
-    unknown_ids = sorted(set(skip or ()) - set(cluster_ids))
-    if unknown_ids:
-        err.print(
-            f"[red]error:[/red] --skip: unknown {', '.join(unknown_ids)}; cluster invariants: {', '.join(cluster_ids)}"
-        )
-        raise typer.Exit(2)
-    if restarts > crashes + shutdowns:
-        _usage_error(
-            f"--restarts {restarts}: only a crashed or shut-down broker restarts, and a run has "
-            f"{crashes} crash(es) and {shutdowns} shutdown(s) (--crashes, --shutdowns)"
-        )
-    invariants = [i for i in cluster_ids if i not in set(skip or ())]
-    kinds = tuple(k.strip() for k in admin_kinds.split(",") if k.strip())
-    try:
-        bounds = Bounds(
-            brokers=brokers,
-            bundles=bundles,
-            lookups=lookups,
-            admin=admin,
-            admin_kinds=kinds,
-            crashes=crashes,
-            restarts=restarts,
-            shutdowns=shutdowns,
-            session_losses=session_losses,
-            leader_changes=leader_changes,
-            compactions=compactions,
-            ticks=ticks,
-            depth=depth,
-            timely_delivery_ms=None if untimely else timely_ms,
-            tombstone_delay_s=tombstone_delay,
-        )
-    except pydantic.ValidationError as exc:
-        for error in exc.errors():
-            field = str(error["loc"][0]) if error["loc"] else "bounds"
-            flag = bound_flag(field)
-            err.print(f"[red]error:[/red] {flag}: {error['msg'].removeprefix('Value error, ')}", highlight=False)
-        raise typer.Exit(2) from None
     graph_format = {".dot": "dot", ".gv": "dot", ".mmd": "mermaid"}.get(graph.suffix if graph else "")
     if graph is not None and graph_format is None:
         err.print(f"[red]error:[/red] --graph {graph}: the name must end in .dot, .gv or .mmd")
@@ -718,6 +671,191 @@ def check_command(
             note=f"counterexample: {problem}",
         )
     raise typer.Exit(1)
+
+
+def _bound_options(
+    *,
+    brokers: int,
+    bundles: int,
+    lookups: int,
+    admin: int,
+    admin_kinds: str,
+    crashes: int,
+    restarts: int,
+    shutdowns: int,
+    session_losses: int,
+    leader_changes: int,
+    compactions: int,
+    ticks: int,
+    depth: int | None,
+    timely_ms: int | None,
+    tombstone_delay: int,
+    untimely: bool,
+    variant: str,
+    model: str | None,
+    skip: list[str] | None,
+    **_: object,
+) -> tuple[Bounds, str | Variant, list[str]]:
+    """The bound, the variant (with its model) and the cluster invariants that ``statechan check``'s
+    options name (``statechan explore`` takes the same); exit 2 naming the option that is wrong."""
+    from statechan.invariants.catalogue import simulation_ids
+
+    if variant not in VARIANTS:
+        err.print(f"[red]error:[/red] --variant: unknown {variant!r}; choose from {', '.join(VARIANTS)}")
+        raise typer.Exit(2)
+    chosen: str | Variant = variant
+    if model is not None:
+        try:
+            load_model(model)
+        except (ModelError, ValueError) as exc:
+            _usage_error(f"--model: {exc}")
+        chosen = VARIANTS[variant].model_copy(update={"model": model})
+    cluster_ids = simulation_ids()
+    unknown_ids = sorted(set(skip or ()) - set(cluster_ids))
+    if unknown_ids:
+        err.print(
+            f"[red]error:[/red] --skip: unknown {', '.join(unknown_ids)}; cluster invariants: {', '.join(cluster_ids)}"
+        )
+        raise typer.Exit(2)
+    if restarts > crashes + shutdowns:
+        _usage_error(
+            f"--restarts {restarts}: only a crashed or shut-down broker restarts, and a run has "
+            f"{crashes} crash(es) and {shutdowns} shutdown(s) (--crashes, --shutdowns)"
+        )
+    invariants = [i for i in cluster_ids if i not in set(skip or ())]
+    kinds = tuple(k.strip() for k in admin_kinds.split(",") if k.strip())
+    try:
+        bounds = Bounds(
+            brokers=brokers,
+            bundles=bundles,
+            lookups=lookups,
+            admin=admin,
+            admin_kinds=kinds,
+            crashes=crashes,
+            restarts=restarts,
+            shutdowns=shutdowns,
+            session_losses=session_losses,
+            leader_changes=leader_changes,
+            compactions=compactions,
+            ticks=ticks,
+            depth=depth,
+            timely_delivery_ms=None if untimely else timely_ms,
+            tombstone_delay_s=tombstone_delay,
+        )
+    except pydantic.ValidationError as exc:
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else "bounds"
+            flag = bound_flag(field)
+            err.print(f"[red]error:[/red] {flag}: {error['msg'].removeprefix('Value error, ')}", highlight=False)
+        raise typer.Exit(2) from None
+    return bounds, chosen, invariants
+
+
+EXPLORE_CHECK_OPTIONS = (
+    "brokers",
+    "bundles",
+    "lookups",
+    "admin",
+    "admin_kinds",
+    "crashes",
+    "restarts",
+    "shutdowns",
+    "session_losses",
+    "leader_changes",
+    "compactions",
+    "ticks",
+    "depth",
+    "timely_ms",
+    "tombstone_delay",
+    "untimely",
+    "store",
+    "variant",
+    "model",
+    "skip",
+    "symmetry",
+    "por",
+)
+"""The ``statechan check`` options ``statechan explore`` takes too (the bound, and how its graph is searched)."""
+GRAPH_LIMIT_WHY = "past it the picture helps nobody and takes minutes to lay out"
+
+
+def explore_command(
+    runs: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--runs",
+            help="Saved runs the explorer may open (files, or folders of *.json; repeatable). "
+            "Default: docs/counterexamples when it is here.",
+        ),
+    ] = None,
+    host: Annotated[str, typer.Option(help="The address to listen on (127.0.0.1: this machine only).")] = "127.0.0.1",
+    port: Annotated[int, _number("The port to listen on (0: a free one).", 0, 65_535, "TCP's ports")] = 0,
+    graph_limit: Annotated[
+        int, _number("Draw the bound's state graph up to this many states.", 1, GRAPH_LIMIT_MAX, GRAPH_LIMIT_WHY)
+    ] = GRAPH_LIMIT,
+    **options: Any,
+) -> None:
+    """Walk the model in a browser: from a bound's initial state (the same options as statechan
+    check), step by choosing among the enabled actions, see each broker's view, the channel, the
+    timers and every invariant's verdict, the path as a sequence diagram; jump to the checker's
+    counterexample, a saved run, or a state of the bound's state graph (docs/explore.md)."""
+    from statechan.cluster.config import StoreKind
+    from statechan.pages.explore import ServeError, bind, open_explorer, serve  # Flask: the explore extra
+
+    bounds, chosen, invariants = _bound_options(**options)
+    if runs is None:
+        runs = [Path("docs/counterexamples")] if Path("docs/counterexamples").is_dir() else []
+    missing = [str(r) for r in runs if not r.exists()]
+    if missing:
+        _usage_error(f"--runs: no such file or folder: {', '.join(missing)}")
+    try:
+        listening = bind(host, port)
+    except ServeError as exc:
+        _usage_error(str(exc))
+    explorer = open_explorer(
+        bounds,
+        StoreKind(options["store"].value),
+        chosen,
+        options["variant"],
+        invariants,
+        runs,
+        graph_limit=graph_limit,
+        symmetry=options["symmetry"],
+        por=options["por"],
+    )
+    unopenable = [saved for saved in explorer.runs if saved.error]
+    console.print(
+        f"exploring {explorer.bound.describe()}; {len(explorer.runs) - len(unopenable)} saved run(s) to open"
+        + (f" from {', '.join(map(str, runs))}" if runs else ""),
+        highlight=False,
+    )
+    for saved in unopenable:
+        err.print(f"[yellow]cannot open:[/yellow] {saved.error}", highlight=False, markup=True)
+    server = serve(explorer, host, port, listening)
+    if host not in ("127.0.0.1", "::1", "localhost"):
+        err.print(f"[yellow]note:[/yellow] listening on {host}: whoever reaches this machine there can use it")
+    console.print(f"statechan explore: open {server.url} (Ctrl-C stops it)", highlight=False, markup=False)
+    sys.stdout.flush()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        console.print("stopped")
+
+
+def _with_options_of(command: Callable[..., Any], names: Sequence[str], into: Callable[..., Any]) -> None:
+    """Give ``into`` (whose last parameter is ``**options``) the parameters ``names`` of
+    ``command``, declared there once: the command line offers them, with the same help and
+    checks, and passes their values in ``options``."""
+    import inspect
+
+    theirs = inspect.signature(command, eval_str=True).parameters
+    own = [p for p in inspect.signature(into, eval_str=True).parameters.values() if p.kind is not p.VAR_KEYWORD]
+    shared = [theirs[name].replace(kind=inspect.Parameter.KEYWORD_ONLY) for name in names]
+    setattr(into, "__signature__", inspect.Signature([*own, *shared]))  # noqa: B010 (what typer reads)
+
+
+_with_options_of(check_command, EXPLORE_CHECK_OPTIONS, explore_command)
+app.command("explore")(explore_command)
 
 
 def _print_coverage(coverage: dict[tuple[str, str], Counter[str]], model: str, storage: StorageType) -> None:

@@ -143,6 +143,7 @@ def run(m: ProtocolModel, pages: Path | None = None, commands: Commands | None =
         _demo_audit(pages)
         if commands is not None:
             _demo_pages(pages, commands.replay)
+        _demo_explore()
 
 
 def _demo_simulation() -> None:
@@ -267,3 +268,17 @@ def _demo_pages(pages: Path | None, replay_command: Callable[..., None]) -> None
     for page in written:
         console.print(f"  {page.resolve().as_uri()}", highlight=False, markup=False)
     console.print("Open them in a browser: self-contained HTML, no network needed (docs/pages.md).", highlight=False)
+
+
+def _demo_explore() -> None:
+    """How to walk the model in a browser (a server the demo does not start: it would not end)."""
+    console.rule("explore the model in a browser")
+    console.print(
+        "$ statechan explore --variant 25379 --crashes 1 --restarts 1\n"
+        "  serves a local page (127.0.0.1, a free port; it prints the address): step the cluster by clicking\n"
+        "  the enabled actions, see each broker's view, the channel and the timers, every invariant's verdict\n"
+        "  and the path as a sequence diagram; jump to the checker's counterexample, a saved run or a state of\n"
+        "  the state graph. Without options it explores the default bound (docs/explore.md).",
+        highlight=False,
+        markup=False,
+    )

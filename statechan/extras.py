@@ -18,6 +18,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "bench": ("duckdb",),
     "hypothesis": ("hypothesis", "pytest"),
     "docs": ("mkdocs", "mkdocstrings", "material"),
+    "explore": ("flask",),
 }
 """Each extra and the top-level modules it brings (import names, not distribution names)."""
 
@@ -29,6 +30,7 @@ COMMAND_EXTRAS: dict[str, str] = {
     "balance": "balance",
     "balance --sweep": "spark",
     "demo": "spark",
+    "explore": "explore",
 }
 """The commands that need an extra (beyond the core), for the README and the getting-started page.
 ``audit --engine local`` on JSON Lines needs none; any Parquet trace needs ``spark``'s pyarrow."""

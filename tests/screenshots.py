@@ -1,6 +1,7 @@
 """``python -m tests.screenshots FOLDER`` (``make screenshots``): a picture of each kind of page,
-taken in headless Chromium — a saved run's sequence diagram, an audit report, and one of its
-examples' stories opened from the report — for the documentation."""
+taken in headless Chromium — a saved run's sequence diagram, an audit report, one of its
+examples' stories opened from the report, and ``statechan explore`` (a state where #25379's
+bug breaks an invariant, and the bound's state graph) — for the documentation."""
 
 from __future__ import annotations
 
@@ -9,11 +10,15 @@ import contextlib
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from typer.testing import CliRunner
 
 from statechan.cli import app
 from tests.browser import BrowserUnavailable, browser, screenshot
+
+if TYPE_CHECKING:
+    from selenium.webdriver.remote.webdriver import WebDriver
 
 RUN = Path("docs/counterexamples/finding-split-handover.json")
 """Finding 4: a split handed over by the leader's clean-up while its owner lives."""
@@ -54,12 +59,38 @@ def main() -> int:
                 opened = driver.find_element("css selector", "section.story.shown")
                 driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", opened)
                 screenshot(driver, folder / "story.png", most=1400)
+                _explorer(driver, folder)
         except BrowserUnavailable as exc:
             print(f"screenshots: no browser: {exc}", file=sys.stderr)
             return 1
-    for name in ("run.png", "audit.png", "story.png"):
+    for name in ("run.png", "audit.png", "story.png", "explore.png", "explore-graph.png"):
         print(f"screenshots: {folder / name}")
     return 0
+
+
+def _explorer(driver: WebDriver, folder: Path) -> None:
+    """``statechan explore --variant 25379 --crashes 1 --restarts 1``, served from this process:
+    the checker's counterexample opened where it breaks, and the bound's state graph."""
+    import threading
+
+    from statechan.bounds import Bounds
+    from statechan.cluster.config import StoreKind
+    from statechan.invariants.catalogue import simulation_ids
+    from statechan.pages.explore import open_explorer, serve
+
+    explorer = open_explorer(
+        Bounds(crashes=1, restarts=1), StoreKind.system_topic, "25379", "25379", simulation_ids(), [RUN.parent]
+    )
+    server = serve(explorer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        driver.get(server.url + "jump/counterexample")
+        screenshot(driver, folder / "explore.png", most=2400)
+        driver.get(server.url + "graph")
+        driver.execute_script("window.scrollTo(0, 0)")
+        screenshot(driver, folder / "explore-graph.png", most=1100)
+    finally:
+        server.shutdown()
 
 
 if __name__ == "__main__":

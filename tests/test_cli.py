@@ -117,6 +117,7 @@ def test_demo_prints_graph_and_resolver_answers(tmp_path: Path) -> None:
     assert "version 2 holds Owned" in audited  # the auditor on #24186's view records: two values at v2
     assert "accepted-forced" in result.output.split("traces show planted.parquet")[1]  # the resurrection's story
     assert "look closer" not in result.output  # no hint at the demo's temporary files
+    assert "$ statechan explore --variant 25379" in result.output  # how to walk it (no server started)
 
 
 def test_check_docs_detects_stale_files(tmp_path: object) -> None:

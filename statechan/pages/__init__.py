@@ -153,6 +153,12 @@ def _diagram(diagram: SequenceDiagram, anchor: str = "broken") -> str:
     return f'<div class="diagram"><div class="pin">{drawn.head}</div>{drawn.body}</div>{omitted}'
 
 
+def diagram_block(diagram: SequenceDiagram, anchor: str = "broken") -> str:
+    """A diagram's legend and its picture (heads pinned), for a page that is not the diagram's own
+    (the explorer's); the page's style must include :data:`STYLE`."""
+    return f'<div class="prose">{_legend(diagram)}</div>{_diagram(diagram, anchor)}'
+
+
 def diagram_page(diagram: SequenceDiagram) -> str:
     """A run, a counterexample or a key's story on a page of its own."""
     text = ""
