@@ -281,3 +281,14 @@ def test_recommend_refuses_bad_input_naming_each_place(tmp_path: Path) -> None:
     assert "broker.conf:1: unknown load-balance setting 'loadBalancerFoo'" in text
     assert "cluster.yaml:4: brokers.1.capacity" in text
     assert "at least 2 items" not in text  # only the broker that is wrong
+
+
+def test_example_makes_its_folder_and_refuses_a_file(tmp_path: Path) -> None:
+    folder = tmp_path / "my-cluster" / "new"
+    result = CliRunner().invoke(app, ["example", str(folder)])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in folder.iterdir()) == ["broker.conf", "cluster.yaml", "load.json"]
+    (tmp_path / "file").write_text("x")
+    refused = CliRunner().invoke(app, ["example", str(tmp_path / "file")])
+    assert refused.exit_code == 2
+    assert "is not a folder" in " ".join(refused.output.split())

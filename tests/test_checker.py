@@ -5,6 +5,7 @@ runs that can never settle."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -390,8 +391,12 @@ def _reference_search(
             while plans:
                 plan = plans.pop()
                 tape = iter(plan)
+
+                def choose(width: int, tape: Iterator[int] = tape) -> int:
+                    return next(tape, 0)
+
                 try:
-                    outcome = protocol.step(state, action, setup, lambda width, tape=tape: next(tape, 0), trace=False)
+                    outcome = protocol.step(state, action, setup, choose, trace=False)
                 except ValueError:
                     break
                 made = outcome.picks

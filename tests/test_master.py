@@ -21,7 +21,7 @@ from statechan.cluster import (
     Transfer,
 )
 from statechan.cluster.actions import Shutdown
-from statechan.cluster.sim import ChannelState
+from statechan.cluster.state import ChannelState
 from statechan.invariants.catalogue import check
 from statechan.observation import LookupAnswer
 from statechan.stores import MetadataStore, SyncerMode, TableViewSyncer, Topic

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from statechan.audit import AuditReport, audit, spark_session
-from statechan.tracegen import PLANT_KINDS, generate, write_generated
 from statechan.sparkservers import (
     SparkCluster,
     SparkClusterUnavailable,
@@ -20,6 +19,7 @@ from statechan.sparkservers import (
     python_without_statechan,
     spark_cluster,
 )
+from statechan.tracegen import PLANT_KINDS, generate, write_generated
 
 pytestmark = pytest.mark.slow
 

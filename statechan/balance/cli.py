@@ -412,13 +412,16 @@ def recommend(
 
 @app.command()
 def example(
-    folder: Annotated[Path, typer.Argument(help="Where to write broker.conf, cluster.yaml and load.json.")],
+    folder: Annotated[
+        Path, typer.Argument(help="Where to write broker.conf, cluster.yaml and load.json (made if missing).")
+    ],
 ) -> None:
     """Write a small cluster's broker.conf, cluster.yaml and recorded load to start from."""
     from statechan.balance.conf import example_cluster
 
-    if not folder.is_dir():
+    if folder.exists() and not folder.is_dir():
         _refuse([f"{folder} is not a folder"])
+    folder.mkdir(parents=True, exist_ok=True)
     conf_text, cluster_text, load_text = example_cluster()
     for name, text in (("broker.conf", conf_text), ("cluster.yaml", cluster_text), ("load.json", load_text)):
         (folder / name).write_text(text, encoding="utf-8")

@@ -1,0 +1,64 @@
+"""The cluster's state is a value: a step never changes the state it was given, the same state and
+action always give the same next state, and a state survives pickling (the checker's workers and
+saved runs) with its canonical form intact.
+
+Each walk takes random enabled actions (a seeded ``random.Random``, no global state) on a bound
+whose configuration allows crashes, restarts, session losses, leader changes and compactions, on
+each store; every step is held to all three properties. A record changed in place by a step (a
+draft written after it became part of a state, or a cache mistaken for a field) fails the first;
+a step that reads anything but its arguments fails the second.
+"""
+
+from __future__ import annotations
+
+import pickle
+import random
+
+import pytest
+
+from statechan import checker
+from statechan.bounds import Bounds
+from statechan.checker import Fingerprinter
+from statechan.cluster import protocol
+from statechan.cluster.config import StoreKind
+from statechan.cluster.state import ClusterState
+
+BOUNDS = Bounds(
+    brokers=3, bundles=2, lookups=2, crashes=1, restarts=1, session_losses=1, leader_changes=1, compactions=1
+)
+STEPS = 60
+CAP = 10**12
+"""Ages are never capped in these forms: two states that differ in any time differ in form."""
+
+
+def _form(state: ClusterState) -> object:
+    return Fingerprinter(BOUNDS.brokers, CAP, False).form(state)
+
+
+def _bytes(state: ClusterState) -> bytes:
+    return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+@pytest.mark.parametrize("store", list(StoreKind), ids=lambda s: s.value)
+@pytest.mark.parametrize("seed", range(4))
+def test_a_step_leaves_its_state_alone_and_is_a_function_of_it(store: StoreKind, seed: int) -> None:
+    setup = protocol.setup(checker.checker_config(BOUNDS, store, "current"))
+    rng = random.Random(seed)
+    state = protocol.init(setup, trace=False).state
+    taken = 0
+    for _ in range(STEPS):
+        actions = protocol.enabled(state, setup)
+        if not actions:
+            break
+        action = rng.choice(actions)
+        form, raw = _form(state), _bytes(state)
+        first = protocol.step(state, action, setup, trace=False).state
+        second = protocol.step(state, action, setup, trace=False).state
+        assert _form(state) == form, f"step {taken} ({action}) changed the state it was given"
+        assert _bytes(state) == raw, f"step {taken} ({action}) changed a field outside the canonical form"
+        assert _bytes(first) == _bytes(second), f"step {taken} ({action}) gave two different states"
+        copy = pickle.loads(_bytes(first))
+        assert _form(copy) == _form(first), f"after step {taken} ({action}) a pickled state lost part of its form"
+        state = first
+        taken += 1
+    assert taken >= 20, f"the walk stopped after {taken} steps: too short to hold a step to anything"
