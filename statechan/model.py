@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import enum
 import functools
-import os
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -499,19 +498,31 @@ def load_model(model: str | Path | ProtocolModel | None = None) -> ProtocolModel
     return _load_builtin(str(model))
 
 
-_FILES: dict[str, tuple[int, int, ProtocolModel]] = {}
-"""Model files loaded, by path, with the modification time and size they were read at: the
-invariants look a cluster's model up at every observation, and a mutant's model is a file."""
+_FILES: dict[str, tuple[bytes, ProtocolModel]] = {}
+"""Model files loaded, by path, with the bytes they were read from: the invariants look a cluster's
+model up at every observation, and a mutant's model is a file. Keyed by content, not modification
+time: two mutants written to one path within the clock's resolution, at the same size, differ."""
+
+
+def model_file_bytes(model: str | Path) -> bytes | None:
+    """The bytes of the model file ``model`` names (None for a built-in model's name or a file
+    that cannot be read): what a cache of anything made from the model must be keyed by."""
+    if not (isinstance(model, Path) or str(model).endswith(".toml")):
+        return None
+    try:
+        with open(model, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
 
 
 def _load_file_once(path: str | Path) -> ProtocolModel:
-    try:
-        stat = os.stat(path)
-    except OSError:
+    data = model_file_bytes(path)
+    if data is None:
         return load_model_file(path)  # reports the file that cannot be read
     known = _FILES.get(str(path))
-    if known is not None and known[0] == stat.st_mtime_ns and known[1] == stat.st_size:
-        return known[2]
+    if known is not None and known[0] == data:
+        return known[1]
     model = load_model_file(path)
-    _FILES[str(path)] = (stat.st_mtime_ns, stat.st_size, model)
+    _FILES[str(path)] = (data, model)
     return model

@@ -136,3 +136,27 @@ def test_a_variant_with_a_key_of_the_wrong_type_is_a_model_error(body: str) -> N
     is a ModelError naming the file, never a TypeError out of the merge."""
     with pytest.raises(ModelError, match=r"odd\.toml"):
         parse_model('variant_of = "pulsar-4"\n' + body, "odd.toml")
+
+
+def test_a_model_file_rewritten_in_place_is_read_again(tmp_path: Path) -> None:
+    """Same path, same size, same modification time, other content (two mutants written within
+    the clock's resolution): the model, and the protocol's set-up made from it, follow the content."""
+    import os
+
+    from statechan.cluster import protocol
+    from statechan.cluster.config import SimConfig, StoreKind, Variant
+    from statechan.states import StorageType
+
+    text = (Path(__file__).resolve().parent.parent / "models" / "pulsar-4.toml").read_text(encoding="utf-8")
+    line = 'version_gap = { SystemTopic = "accept", MetadataStore = "reject" }'
+    assert line in text
+    path = tmp_path / "model.toml"
+    path.write_text(text, encoding="utf-8")
+    stamp = os.stat(path).st_mtime_ns
+    config = SimConfig(store=StoreKind.metadata_store, variant=Variant(model=str(path)))
+    assert not load_model(str(path)).rules(StorageType.MetadataStore).gap_accepted
+    assert not protocol.setup(config).store_rules.gap_accepted
+    path.write_text(text.replace(line, line.replace('"reject"', '"accept"')), encoding="utf-8")
+    os.utime(path, ns=(stamp, stamp))
+    assert load_model(str(path)).rules(StorageType.MetadataStore).gap_accepted
+    assert protocol.setup(config).store_rules.gap_accepted

@@ -399,6 +399,7 @@ def test_no_broker_check_or_table_edge_refuses_a_record_the_version_gate_lets_th
     a writer's record carries the version it holds plus one, so a reader holding that version holds
     the writer's own value, from which the protocol's writers derive only valid transitions."""
     import statechan.resolver as resolver
+    import statechan.cluster.protocol as protocol
     import statechan.stores.tableview as tableview
 
     refused: Counter[Reason] = Counter()
@@ -412,6 +413,7 @@ def test_no_broker_check_or_table_edge_refuses_a_record_the_version_gate_lets_th
 
     monkeypatch.setattr(resolver, "decide", counting)
     monkeypatch.setattr(tableview, "decide", counting)
+    monkeypatch.setattr(protocol, "decide", counting)
     result = check(bounds, store)
     assert result.ok
     assert refused, "the bound makes stale writes (otherwise it shows nothing)"

@@ -94,7 +94,7 @@ from statechan.cluster.state import (
     name_order,
 )
 from statechan.keys import Bundle, namespace_bundles, parse_key
-from statechan.model import ProtocolModel, StorageRules, load_model
+from statechan.model import ProtocolModel, StorageRules, load_model, model_file_bytes
 from statechan.resolver import decide
 from statechan.states import ServiceUnitState, StorageType
 from statechan.stores.metadata import (
@@ -172,8 +172,14 @@ class Setup:
         return found
 
 
-@functools.lru_cache(maxsize=64)
 def setup(config: SimConfig) -> Setup:
+    """What every step of a run under ``config`` reads (made once per configuration and model:
+    a model file is told by its content, so one rewritten in place is read again)."""
+    return _setup(config, model_file_bytes(config.variant.model))
+
+
+@functools.lru_cache(maxsize=64)
+def _setup(config: SimConfig, model_bytes: bytes | None) -> Setup:
     return Setup(config)
 
 
