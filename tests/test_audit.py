@@ -612,11 +612,13 @@ def test_shipping_the_code_to_the_executors_changes_no_result(spark: Any, plante
 _SHIP_SCRIPT = """
 import json, sys
 from statechan.audit import audit, spark_session
-try:
-    report = audit([sys.argv[1]], spark=spark_session("local[1]"), ship_code=sys.argv[2] == "ship")
-    print(json.dumps({k: v.count for k, v in report.violations.items() if v.count}))
-except Exception as exc:
-    print("FAILED", type(exc).__name__, str(exc)[:2000].replace(chr(10), " | "))
+session = spark_session("local[1]")
+for mode in ("no-ship", "ship"):  # one driver for both: the code, once shipped, stays with the session
+    try:
+        report = audit([sys.argv[1]], spark=session, ship_code=mode == "ship")
+        print(mode, json.dumps({k: v.count for k, v in report.violations.items() if v.count}))
+    except Exception as exc:
+        print(mode, "FAILED", type(exc).__name__, str(exc)[:2000].replace(chr(10), " | "))
 """
 
 
@@ -632,17 +634,16 @@ def test_workers_without_statechan_audit_with_the_shipped_code(tmp_path: Path) -
     write_generated(tmp_path / "t.jsonl", 2_000, seed=3, plant={"single-owner": 1, "owner-registered": 1})
     worker_python = python_without_statechan(tmp_path)
     env = {**os.environ, "PYSPARK_PYTHON": str(worker_python)}
-    outputs = {}
-    for mode in ("ship", "no-ship"):
-        done = subprocess.run(
-            [sys.executable, "-c", _SHIP_SCRIPT, str(tmp_path / "t.jsonl"), mode],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=600,
-        )
-        outputs[mode] = done.stdout.strip().splitlines()[-1]
+    done = subprocess.run(
+        [sys.executable, "-c", _SHIP_SCRIPT, str(tmp_path / "t.jsonl")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    outputs = dict(line.split(" ", 1) for line in done.stdout.splitlines() if line.startswith(("ship ", "no-ship ")))
+    assert set(outputs) == {"ship", "no-ship"}, done.stdout[-2000:] + done.stderr[-2000:]
     assert json.loads(outputs["ship"]) == {"single-owner": 1, "owner-registered": 1}
     assert outputs["no-ship"].startswith("FAILED"), outputs["no-ship"]
     assert "statechan" in outputs["no-ship"]

@@ -21,7 +21,7 @@ from statechan.sparkservers import (
 )
 from statechan.tracegen import PLANT_KINDS, generate, write_generated
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark-cluster")]
 
 PLANTED = {kind: i + 1 for i, kind in enumerate(PLANT_KINDS)}
 MIXED_PLANTS = {"stuck-in-flight": 1, "single-owner": 2}
@@ -124,8 +124,8 @@ def connect_traces(traces: Path) -> Path:
     """The cluster's traces and the test suite's two hot-key traces, beside them."""
     from tests.test_audit import _hot_history_trace, _hot_key_trace
 
-    _hot_key_trace(traces / "hot.parquet", 40_000)
-    _hot_history_trace(traces / "hot-history.parquet", 13_000)
+    _hot_key_trace(traces / "hot.parquet", 10_000)
+    _hot_history_trace(traces / "hot-history.parquet", 4_000)
     return traces
 
 
@@ -203,7 +203,7 @@ def test_the_audit_through_spark_connect_equals_the_classic_engine(
         assert (connect_quarantine.read_text(encoding="utf-8") if connect_quarantine.exists() else "") == quarantine
     planted, mixed, hot, history = (classic_reports[name][0] for name in CONNECT_CORPORA)
     assert {k: v.count for k, v in planted.violations.items() if v.count} == PLANTED
-    assert (mixed.malformed, hot.channel_records, history.view_records) == (len(BAD_LINES), 160_003, 65_001)
+    assert (mixed.malformed, hot.channel_records, history.view_records) == (len(BAD_LINES), 40_003, 20_001)
     assert {k: v.count for k, v in history.violations.items() if v.count} == {
         "version-monotonic": 1,
         "one-value-per-version": 1,
