@@ -44,8 +44,8 @@ def spark() -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, GenStats]:
     folder = tmp_path_factory.mktemp("planted")
-    stats = write_generated(folder / "trace.parquet", 30_000, seed=5, plant=PLANTED)
-    again = write_generated(folder / "trace.jsonl.gz", 30_000, seed=5, plant=PLANTED)
+    stats = write_generated(folder / "trace.parquet", 12_000, seed=5, plant=PLANTED)
+    again = write_generated(folder / "trace.jsonl.gz", 12_000, seed=5, plant=PLANTED)
     assert again.records == stats.records
     return folder / "trace.parquet", folder / "trace.jsonl.gz", stats
 
