@@ -22,6 +22,7 @@ import re
 import sys
 import tempfile
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -777,11 +778,11 @@ def _offset_order(row: tuple[Any, ...]) -> tuple[bool, int]:
     return (offset is not None, offset or 0)
 
 
-def audit_local(
-    paths: Sequence[str], settings: AuditSettings, progress: Callable[[str], None] | None = None
-) -> tuple[Partial, Other]:
-    """Audit in this process: a pass for the registry and the time span, then the replay."""
-    note = progress or (lambda _: None)
+def first_pass(paths: Sequence[str]) -> tuple[Other, _Scan]:
+    """The pass before the replay, in this process: the records that are not channel records
+    (validated whole), the time span, the record count, and whether the channel offsets ascend
+    over the inputs in the order given. A Parquet file's kind, time and offset columns are read
+    by Arrow (:func:`_scan_parquet`)."""
     other = Other()
     scan = _Scan()
     for source, path in enumerate(paths):
@@ -797,6 +798,15 @@ def audit_local(
                     scan.saw_offset(offset)
             else:
                 _note_other(other, row, row.get("source") or 0, row.get("line"))
+    return other, scan
+
+
+def audit_local(
+    paths: Sequence[str], settings: AuditSettings, progress: Callable[[str], None] | None = None
+) -> tuple[Partial, Other]:
+    """Audit in this process: a pass for the registry and the time span, then the replay."""
+    note = progress or (lambda _: None)
+    other, scan = first_pass(paths)
     records, in_order = scan.records, scan.in_order
     history = settings.keeps_history(other.view)
     fold = Fold(settings, other.registry, other.max_time or 0, other.refused)
@@ -1027,7 +1037,12 @@ def default_partitions(spark: Any, records: int) -> int:
     """About 250,000 records a partition, and four per task slot at least: small partitions keep
     every core busy to the end (the fold of one partition is serial) and let one partition's sort
     overlap another's replay."""
-    return int(max(4 * task_slots(spark), -(-records // 250_000)))
+    return partitions_for(task_slots(spark), records)
+
+
+def partitions_for(slots: int, records: int) -> int:
+    """:func:`default_partitions` for a session that runs ``slots`` tasks at once."""
+    return int(max(4 * slots, -(-records // 250_000)))
 
 
 ROW_SPAN = 1 << 40
@@ -1123,6 +1138,17 @@ def _line_parser(source: int, before: Mapping[int, int], schema: Any) -> Callabl
     return parse
 
 
+READ_CHOICES = ("auto", "workers", "spark")
+"""How the Spark engine gets each namespace's channel records to its Python workers in offset
+order (:func:`audit_spark`)."""
+WORKERS_READ_SLOTS = 8
+"""``read="auto"`` lets the workers read the trace themselves when the session runs at most this
+many tasks at once: each task reads the whole trace (about 0.2-0.4 µs of CPU a record, Arrow's
+reader), where Spark's shuffle and sort and the hand-over to Python cost some 6 µs a record in
+all (docs/benchmarks.md, *Audit*), so the workers' reads cost less up to a few dozen tasks; the
+bound leaves room for a shared file system's bandwidth."""
+
+
 def audit_spark(
     paths: Sequence[str],
     settings: AuditSettings,
@@ -1132,15 +1158,32 @@ def audit_spark(
     spark: Any = None,
     ship_code: bool | None = None,
     start_spark: Callable[[], Any] | None = None,
+    read: str = "auto",
 ) -> tuple[Partial, Other, int]:
     """Audit on Spark, classic or Connect, through the DataFrame API alone; returns the merged
     partial, the other records, and all records read. ``ship_code``: send this code to the
     executors (:func:`code_zip`); by default only when the master is not local (local workers
     import what the driver imports). ``start_spark``: how to start a session when ``spark`` is not
-    given (default :func:`spark_session` on ``master``)."""
+    given (default :func:`spark_session` on ``master``).
+
+    ``read`` says how each namespace's records reach a Python worker in offset order. ``spark``:
+    Spark reads the inputs, shuffles the channel records by namespace and sorts each partition by
+    offset. ``workers``: for Parquet inputs whose offsets already ascend (as the format asks),
+    one task per task slot reads every input itself, through Arrow, and replays its share of the
+    namespaces in file order: no shuffle, no sort, no hand-over from the JVM (every task reads
+    the whole trace; the history invariants, which need each key's records together, always go
+    through Spark). ``auto``: ``workers`` where it applies and the session runs at most
+    :data:`WORKERS_READ_SLOTS` tasks at once, else ``spark``."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
+    if read not in READ_CHOICES:
+        raise ValueError(f"read={read!r}: one of {', '.join(READ_CHOICES)}")
+    parquet = all(is_parquet(p) for p in paths)
+    if read == "workers" and not parquet:
+        raise ValueError("--read workers: the workers read Parquet traces only (convert: statechan traces convert)")
+    if read == "workers" and settings.history:
+        raise ValueError("--read workers: the history invariants need each key's records together (Spark's sort)")
     note = progress or (lambda _: None)
     spark = spark or (start_spark or (lambda: spark_session(master)))()
     if ship_code is None:
@@ -1149,35 +1192,45 @@ def audit_spark(
         bundle = code_zip()
         note(f"sending the auditor's code to the executors ({bundle.name})")
         spark.addArtifacts(str(bundle), pyfile=True)
+    slots = task_slots(spark)
+    scanned: tuple[Other, _Scan] | None = None
+    wanted = read == "workers" or (read == "auto" and slots <= WORKERS_READ_SLOTS)
+    if parquet and wanted and settings.history is not True:
+        note("reading: registry, leader and malformed records, the time span and the offsets' order")
+        scanned = first_pass(paths)
+        other, scan = scanned
+        workers = scan.in_order and not settings.keeps_history(other.view)
+        if read == "workers" and not workers:
+            why = "not in offset order" if not scan.in_order else "has view records (the history invariants)"
+            raise ValueError(f"--read workers: the trace {why}; --read spark (or auto) replays it")
+        if workers:
+            end_time = other.max_time or 0
+            channel_rows = scan.records - len(other.registry) - other.leader - other.view - len(other.malformed)
+            note(
+                f"replaying {channel_rows:,} channel records: {slots} tasks each read the trace and replay "
+                f"a share of its namespaces in file order ({len(other.registry)} registry events)"
+            )
+            tasks = spark.range(slots, numPartitions=slots)
+            fold = _shared_read_fold(list(enumerate(paths)), slots, settings, other.registry, end_time, other.refused)
+            with StageProgress(spark, slots, lambda done, s: note(f"replayed {done}/{slots} shares ({s:.0f} s)")):
+                partials = tasks.mapInArrow(fold, "partial string").collect()
+            merged = Partial(settings.examples)
+            for row in partials:
+                merged.merge(Partial.from_json(row["partial"]))
+            merged.malformed[:0] = other.malformed
+            return merged, other, scan.records
     frame = _spark_frame(spark, paths)
-    if any(not is_parquet(p) for p in paths):
+    if not parquet:
         frame = frame.persist(StorageLevel.MEMORY_AND_DISK)  # parsed once, read twice
-    note("reading: registry, leader and malformed records, and the time span")
-    # two passes on purpose: the filter on kind and the count and span each get Parquet's pushdowns;
-    # one aggregate over every row was several times slower (docs/benchmarks.md)
-    other = Other()
-    for row in frame.where((F.col("kind") != "channel") | F.col("kind").isNull()).collect():
-        data = row.asDict(recursive=True)
-        _note_other(other, data, data.get("source") or 0, data.get("line"))
-    others = len(other.registry) + other.leader + other.view + len(other.malformed)
-    for index, path in enumerate(paths):
-        if is_parquet(path):  # on the driver, from the one column: the workers' replay reads no split map
-            other.refused.update(((index, line), found) for line, found in split_map_errors(path).items())
-    if all(is_parquet(p) for p in paths):  # count and span from the files' footers
-        raw = spark.read.parquet(*[str(Path(p).resolve()) for p in paths])
-        span = raw.agg(F.count(F.lit(1)).alias("n"), F.max("time").alias("hi"), F.min("time").alias("lo")).first()
-        records, channel_rows = span["n"], span["n"] - others
+    if scanned is not None:  # what the pass in this process found is what Spark's would
+        other, scan = scanned
+        records = scan.records
+        channel_rows = records - len(other.registry) - other.leader - other.view - len(other.malformed)
     else:
-        channel = frame.where(F.col("kind") == "channel")
-        span = channel.agg(F.count(F.lit(1)).alias("n"), F.max("time").alias("hi"), F.min("time").alias("lo")).first()
-        records, channel_rows = span["n"] + others, span["n"]
-    if span["lo"] is not None and span["lo"] < 0:  # a malformed time is not the trace's: the span without it
-        span = frame.where(F.col("time") >= 0).agg(F.max("time").alias("hi"), F.min("time").alias("lo")).first()
-    other.saw_time(span["hi"])
-    other.saw_time(span["lo"])
+        other, records, channel_rows = _spark_first_pass(spark, frame, paths, note)
     end_time = other.max_time or 0
     history = settings.keeps_history(other.view)
-    count = partitions or default_partitions(spark, channel_rows + (other.view if history else 0))
+    count = partitions or partitions_for(slots, channel_rows + (other.view if history else 0))
     views = f" with {other.view:,} view records for the history invariants" if history else ""
     note(
         f"replaying {channel_rows:,} channel records{views} in {count} partitions by namespace "
@@ -1215,6 +1268,40 @@ def audit_spark(
     if frame.is_cached:
         frame.unpersist()
     return merged, other, records
+
+
+def _spark_first_pass(
+    spark: Any, frame: Any, paths: Sequence[str], note: Callable[[str], None]
+) -> tuple[Other, int, int]:
+    """The pass before the replay, through Spark: the other records (collected to the driver and
+    validated whole), the split maps, the record count and the time span; returns the other
+    records, all records and the channel records."""
+    from pyspark.sql import functions as F
+
+    note("reading: registry, leader and malformed records, and the time span")
+    # two passes on purpose: the filter on kind and the count and span each get Parquet's pushdowns;
+    # one aggregate over every row was several times slower (docs/benchmarks.md)
+    other = Other()
+    for row in frame.where((F.col("kind") != "channel") | F.col("kind").isNull()).collect():
+        data = row.asDict(recursive=True)
+        _note_other(other, data, data.get("source") or 0, data.get("line"))
+    others = len(other.registry) + other.leader + other.view + len(other.malformed)
+    for index, path in enumerate(paths):
+        if is_parquet(path):  # on the driver, from the one column: the workers' replay reads no split map
+            other.refused.update(((index, line), found) for line, found in split_map_errors(path).items())
+    if all(is_parquet(p) for p in paths):  # count and span from the files' footers
+        raw = spark.read.parquet(*[str(Path(p).resolve()) for p in paths])
+        span = raw.agg(F.count(F.lit(1)).alias("n"), F.max("time").alias("hi"), F.min("time").alias("lo")).first()
+        records, channel_rows = span["n"], span["n"] - others
+    else:
+        channel = frame.where(F.col("kind") == "channel")
+        span = channel.agg(F.count(F.lit(1)).alias("n"), F.max("time").alias("hi"), F.min("time").alias("lo")).first()
+        records, channel_rows = span["n"] + others, span["n"]
+    if span["lo"] is not None and span["lo"] < 0:  # a malformed time is not the trace's: the span without it
+        span = frame.where(F.col("time") >= 0).agg(F.max("time").alias("hi"), F.min("time").alias("lo")).first()
+    other.saw_time(span["hi"])
+    other.saw_time(span["lo"])
+    return other, records, channel_rows
 
 
 class StageProgress:
@@ -1285,6 +1372,60 @@ def _arrow_fold(
             for batch in batches:
                 work.batch(batch)
         yield pa.RecordBatch.from_pydict({"partial": [work.finish().to_json()]})
+
+    return fold
+
+
+def namespace_share(key: str | None, shares: int) -> int:
+    """Which of ``shares`` tasks replays the key's namespace when the workers read the trace
+    themselves: the same answer in every process (a CRC of the namespace, the key up to its second
+    ``/``, as Spark's ``substring_index`` takes it), 0 for a row without a key."""
+    if key is None:
+        return 0
+    namespace = "/".join(key.split("/", 2)[:2])
+    return zlib.crc32(namespace.encode("utf-8", "surrogatepass")) % shares
+
+
+def _share_mask(batch: Any, share: int, shares: int, known: dict[str, int]) -> Any:
+    """Which rows of an Arrow batch of channel rows belong to ``share`` (``known``: each key's
+    share, kept across batches: a trace repeats its keys)."""
+    import numpy as np
+
+    encoded = batch.column("key").dictionary_encode()
+    keys = encoded.dictionary.to_pylist()
+    table = np.array(
+        [known[k] if k in known else known.setdefault(k, namespace_share(k, shares)) for k in keys] + [0],
+        dtype=np.int64,
+    )
+    indices = encoded.indices.fill_null(len(keys)).to_numpy(zero_copy_only=False)
+    return table[indices] == share
+
+
+def _shared_read_fold(
+    inputs: Sequence[tuple[int, str]],
+    shares: int,
+    settings: AuditSettings,
+    registry: list[tuple[int, int, str, bool]],
+    end_time: int,
+    refused: Mapping[tuple[int, int], tuple[str, str]] | None = None,
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The replay of one share of the namespaces, as a ``mapInArrow`` function over a range of
+    share numbers (runs in the Python workers): every Parquet input read here, through Arrow, a
+    batch at a time in file order (offset order: the first pass checked it), and the rows of the
+    share's namespaces replayed as the local engine replays them."""
+
+    def fold(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        for batch in batches:
+            for share in batch.column("id").to_pylist():
+                work = Fold(settings, registry, end_time, refused)
+                known: dict[str, int] = {}
+                with collector_paused():
+                    for source, path in inputs:
+                        for part in _parquet_channel_batches(path, source):
+                            work.batch(part.filter(_share_mask(part, share, shares, known)))
+                yield pa.RecordBatch.from_pydict({"partial": [work.finish().to_json()]})
 
     return fold
 
@@ -1462,10 +1603,12 @@ def audit(
     spark: Any = None,
     ship_code: bool | None = None,
     start_spark: Callable[[], Any] | None = None,
+    read: str = "auto",
 ) -> AuditReport:
     """Audit trace files (JSON Lines, ``.gz``, or Parquet); write the report (and the quarantine
     file, if anything was malformed) when ``report_path`` is given. ``start_spark`` starts the
-    session (when ``spark`` is not given) once the inputs and outputs are checked."""
+    session (when ``spark`` is not given) once the inputs and outputs are checked; ``read``: how
+    the Spark engine reads the trace (:func:`audit_spark`)."""
     settings = settings or AuditSettings()
     settings.ids()  # an unknown invariant fails before any work
     if not paths:
@@ -1477,10 +1620,12 @@ def audit(
         check_report(report_path, names)
     if ship_code and engine != "spark":
         raise ValueError(f"shipping the code is for the spark engine, not {engine!r}")
+    if read != "auto" and engine != "spark":
+        raise ValueError(f"how Spark reads the trace is for the spark engine, not {engine!r}")
     started = time.perf_counter()
     if engine == "spark":
         partial, other, records = audit_spark(
-            names, settings, master, partitions, progress, spark, ship_code, start_spark
+            names, settings, master, partitions, progress, spark, ship_code, start_spark, read
         )
     elif engine == "local":
         partial, other = audit_local(names, settings, progress)

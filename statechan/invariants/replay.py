@@ -19,9 +19,9 @@ from __future__ import annotations
 import bisect
 import enum
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -198,6 +198,41 @@ FiresAfter = Callable[[ReplaySettings], int] | None
 does not call it for a dwell that short or shorter (a declared shortcut, like :data:`Looks`)."""
 
 
+NEEDS = ("dst-unregistered", "overlaps-active", "after-deleted")
+"""What a step invariant may declare it needs to fire (:func:`needs`), each a condition on the
+step the batch replay (:mod:`statechan.invariants.columnar`) decides for a whole batch at once:
+
+- ``dst-unregistered``: the trace has registry records, and the step's destination broker is not
+  registered at its offset;
+- ``overlaps-active``: another key of the namespace whose hash range overlaps the step's key is
+  held in an active state when the step is taken;
+- ``after-deleted``: the key had an accepted Deleted since its last tombstone.
+
+Like :data:`Looks`, a declared shortcut for speed: each check still guards itself and is correct
+called on anything; the record-at-a-time replay calls it without asking."""
+
+_NEEDED: dict[Callable[..., Any], tuple[str, ...]] = {}
+
+
+def needs(*conditions: str) -> Callable[[StepCheck], StepCheck]:
+    """Declare that a step invariant fires only on steps meeting every one of ``conditions``
+    (:data:`NEEDS`)."""
+    unknown = [c for c in conditions if c not in NEEDS]
+    if unknown:
+        raise ValueError(f"unknown step conditions {unknown} (known: {', '.join(NEEDS)})")
+
+    def declare(check: StepCheck) -> StepCheck:
+        _NEEDED[check] = conditions
+        return check
+
+    return declare
+
+
+def needed(check: Callable[..., Any]) -> tuple[str, ...]:
+    """The conditions a step invariant declared it needs (:func:`needs`)."""
+    return _NEEDED.get(check, ())
+
+
 @dataclass(frozen=True)
 class RecordChecks:
     """The record invariants to run, by the event each looks at."""
@@ -205,6 +240,10 @@ class RecordChecks:
     steps: tuple[tuple[StepCheck, Looks], ...] = ()
     dwells: tuple[tuple[DwellCheck, Looks, FiresAfter], ...] = ()
     deadlines: tuple[DeadlineCheck, ...] = ()
+    narrowed: bool = True
+    """Whether a replay may skip a step check whose declared needs (:func:`needs`) a step does not
+    meet (False: call it on every step its :data:`Looks` names; a test's way to show the
+    shortcut changes nothing)."""
 
 
 Dispatch = dict[enum.Enum | None, dict[enum.Enum | None, tuple[Any, ...]]]
@@ -240,9 +279,45 @@ def _dispatch(
     }
 
 
+class Namespace(Protocol):
+    """What a record invariant may read of one namespace's replay, as it stands when the event is
+    shown (it never writes it): :class:`NamespaceState` in the record-at-a-time replay, a view of
+    a batch's columns in :mod:`statechan.invariants.columnar`."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def settings(self) -> ReplaySettings: ...
+    @property
+    def registry(self) -> Registry: ...
+    @property
+    def active_states(self) -> frozenset[enum.Enum]: ...
+    @property
+    def in_flight_states(self) -> frozenset[enum.Enum]: ...
+    @property
+    def held(self) -> Mapping[str, Held]:
+        """What a reader holds for each key (a key held nothing, or tombstoned, is absent)."""
+    @property
+    def bundles(self) -> Mapping[str, Bundle]:
+        """Each key's bundle (at least every key with an accepted record)."""
+    @property
+    def active(self) -> Collection[str]:
+        """Keys held in an active state."""
+    @property
+    def deleted_at(self) -> Mapping[str, int]:
+        """Keys with an accepted Deleted since their last tombstone: the offset of the first."""
+    @property
+    def owned_at(self) -> Mapping[str, int]:
+        """The offset of each key's last accepted Owned record."""
+
+    def overlapping(self, key: str) -> Iterable[str]:
+        """The other keys of the namespace whose hash ranges overlap ``key``'s: every one with an
+        accepted record so far, and perhaps others (a check filters by what they hold)."""
+
+
 @dataclass
-class Namespace:
-    """One namespace's replay state: what the invariants may read (they never write it)."""
+class NamespaceState:
+    """One namespace's replay state, kept record by record (:class:`NamespaceReplay`)."""
 
     name: str
     settings: ReplaySettings
@@ -252,11 +327,13 @@ class Namespace:
     held: dict[str, Held] = field(default_factory=dict)
     bundles: dict[str, Bundle] = field(default_factory=dict)
     active: set[str] = field(default_factory=set)
-    """Keys held in an active state."""
     deleted_at: dict[str, int] = field(default_factory=dict)
-    """Keys with an accepted Deleted since their last tombstone: the offset of the first."""
     owned_at: dict[str, int] = field(default_factory=dict)
-    """The offset of each key's last accepted Owned record."""
+
+    def overlapping(self, key: str) -> list[str]:
+        bundle = self.bundles[key]
+        lower, upper = bundle.lower, bundle.upper
+        return [k for k, b in self.bundles.items() if b.lower < upper and lower < b.upper and k != key]
 
 
 _OWNED = ServiceUnitState.Owned
@@ -301,7 +378,7 @@ class NamespaceReplay:
         plan: ReplayPlan | None = None,
     ) -> None:
         plan = plan or ReplayPlan(checks, settings or ReplaySettings(), registry or Registry())
-        self.state = Namespace(name, plan.settings, plan.registry, plan.active, plan.in_flight)
+        self.state = NamespaceState(name, plan.settings, plan.registry, plan.active, plan.in_flight)
         self.checks = checks
         self.rules = plan.rules
         self.reasons: Counter[Reason] = reasons if reasons is not None else Counter()
