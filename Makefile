@@ -52,14 +52,18 @@ FUZZ_SECONDS ?= 60
 fuzz: $(STAMP)
 	$(PY) -m tests.fuzz --seconds $(FUZZ_SECONDS)
 
+# the generated pages, then the site (MkDocs, strict: a broken link or reference fails) into site/;
+# make test builds it strictly too (tests/test_docs.py) and runs the guides' examples
 docs: $(STAMP)
 	$(PY) -m statechan graph --write-docs docs
 	$(PY) -m statechan traces schema > traces/trace.schema.json
 	$(PY) -m statechan traces report-schema > traces/report.schema.json
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+	@echo "the site is in site/: open site/index.html"
 
 # the pages' pictures in docs/pages (headless Chromium)
 screenshots: $(STAMP) chromium
 	$(PY) -m tests.screenshots docs/pages
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info site

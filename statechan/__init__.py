@@ -28,7 +28,7 @@ from statechan.values import (
     wrap_long,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.12.0"
 
 
 def is_valid_transition(

@@ -1,8 +1,10 @@
 """Benchmarks (``make bench`` / ``python -m statechan.bench``): speed figures, each beside a
 baseline measured in the same run, so ratios survive a noisy machine.
 
-Not a test: nothing here asserts a time. Results go to stdout (and ``--json FILE``); the figures
-in ``docs/benchmarks.md`` are copied from a run, with its command and machine.
+Not a test: nothing here asserts a time. Results go to stdout (and ``--json FILE``); with
+``--markdown`` each engine's run is stored in ``docs/benchmarks.json`` and ``docs/benchmarks.md`` is
+written again from that file (``statechan.benchharness``), so the page holds exactly what was
+measured, with its command, size, commit, date and machine.
 """
 
 from __future__ import annotations
@@ -12,66 +14,30 @@ import contextlib
 import io
 import json
 import os
-import platform
 import random
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from statechan.benchharness import (
+    Figure,
+    load_results,
+    machine,
+    record,
+    render,
+    run_info,
+    save_results,
+)
 from statechan.resolver import offer, resolve, rules_for, should_reject
 from statechan.states import ServiceUnitState, StorageType
 from statechan.values import ServiceUnitStateData, next_version
 
 S = ServiceUnitState
 Pair = tuple[ServiceUnitStateData | None, ServiceUnitStateData | None]
-
-
-@dataclass
-class Figure:
-    name: str
-    items: int
-    seconds: float
-    baseline: str = ""
-    baseline_seconds: float = 0.0
-    notes: dict[str, object] = field(default_factory=dict)
-
-    @property
-    def rate(self) -> float:
-        return self.items / self.seconds if self.seconds else float("inf")
-
-    @property
-    def ratio(self) -> float:
-        return self.seconds / self.baseline_seconds if self.baseline_seconds else float("nan")
-
-    def line(self) -> str:
-        text = f"{self.name:<44} {self.items:>10,} items  {self.seconds:8.3f} s  {self.rate:>12,.0f} /s"
-        if self.baseline:
-            text += f"   {self.ratio:5.2f}x {self.baseline}"
-        return text
-
-
-def machine() -> dict[str, object]:
-    """What the figures were measured on."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return {
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-    }
 
 
 def realistic_pairs(count: int, seed: int = 7) -> list[Pair]:
@@ -652,7 +618,7 @@ def bench_audit(records: int) -> list[Figure]:
     beside Spark's floor for the file on the same engine in the same run (read, shuffle by
     namespace, sort, no-op sink) and a lower one (read and a trivial aggregation); then a
     single-process replay with the same library functions, and DuckDB's SQL checks."""
-    from tests.sparkcluster import connect_server_process
+    from statechan.sparkservers import connect_server_process
 
     path, _ = _bench_trace(records)
     master = os.environ.get("STATECHAN_BENCH_MASTER", "local[2]")
@@ -971,7 +937,7 @@ def bench_balance(count: int) -> list[Figure]:
     return measure(count)
 
 
-BENCHMARKS: dict[str, Callable[[Any], list[Figure]]] = {
+BENCHMARKS: dict[str, Callable[[Any], list[Figure]]] = {  # every key is an engine of statechan.benchharness
     "balance": bench_balance,
     "generate": bench_generate,
     "audit": bench_audit,
@@ -983,6 +949,29 @@ BENCHMARKS: dict[str, Callable[[Any], list[Figure]]] = {
     "simulate": bench_simulate,
     "hypothesis": bench_hypothesis,
 }
+
+
+DEFAULT_RESULTS = Path("docs/benchmarks.json")
+DEFAULT_PAGE = Path("docs/benchmarks.md")
+
+
+def _size(name: str, args: argparse.Namespace) -> Any:
+    return {
+        "audit": args.audit_records[0],
+        "audit-stages": args.audit_records[0],
+        "audit-scale": args.audit_records,
+        "generate": args.generate_records,
+    }.get(name, args.pairs)
+
+
+def _size_text(name: str, size: Any) -> str:
+    if isinstance(size, list):
+        return ", ".join(f"{n:,}" for n in size) + " records"
+    if name in ("resolver",):
+        return f"{size:,} pairs"
+    if name in ("replay", "audit", "audit-stages", "generate"):
+        return f"{size:,} records"
+    return "fixed workload"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -998,39 +987,75 @@ def main(argv: list[str] | None = None) -> int:
         default=[10_000_000],
         metavar="N",
         help="records in the audit benchmark's trace (default 10M); audit-scale takes several sizes "
-        "(issue 27: 10000000 30000000 100000000)",
+        "(e.g. 10000000 30000000 100000000)",
     )
     parser.add_argument(
         "--generate-records", type=int, default=10_000_000, help="records the generator benchmark writes (default 10M)"
     )
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    parser.add_argument(
+        "--markdown",
+        metavar="PAGE",
+        nargs="?",
+        const=str(DEFAULT_PAGE),
+        help=f"store each engine's run in the results file and write the page from it (default {DEFAULT_PAGE})",
+    )
+    parser.add_argument(
+        "--results",
+        metavar="FILE",
+        default=str(DEFAULT_RESULTS),
+        help=f"the results file --markdown keeps (default {DEFAULT_RESULTS})",
+    )
+    parser.add_argument(
+        "--render", action="store_true", help="measure nothing: write the page (--markdown) from the results file"
+    )
     args = parser.parse_args(argv)
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(line_buffering=True)  # each figure as it comes, also into a log file
     if args.pairs < 1:
         parser.error("--pairs must be at least 1")
+    if args.render and not args.markdown:
+        parser.error("--render writes the page: give --markdown too")
+    results_path, page = Path(args.results), Path(args.markdown) if args.markdown else None
+    stored = load_results(results_path) if page is not None else {"engines": {}}
     info = machine()
+    words = argv if argv is not None else sys.argv[1:]
     print(f"machine: {info['cpu']}, {info['cores']} cores, {info['implementation']} {info['python']}")
-    print(f"command: python -m statechan.bench {' '.join(argv if argv is not None else sys.argv[1:])}".rstrip())
+    print(f"command: python -m statechan.bench {' '.join(words)}".rstrip())
     results: dict[str, list[dict[str, object]]] = {}
-    for name in args.only or sorted(set(BENCHMARKS) - {"audit-scale", "audit-stages"}):
+    for name in [] if args.render else args.only or sorted(set(BENCHMARKS) - {"audit-scale", "audit-stages"}):
         print(f"\n[{name}]")
-        size = {
-            "audit": args.audit_records[0],
-            "audit-stages": args.audit_records[0],
-            "audit-scale": args.audit_records,
-            "generate": args.generate_records,
-        }.get(name, args.pairs)
+        size = _size(name, args)
+        run = run_info(_engine_command(name, args), _size_text(name, size))
         figures = BENCHMARKS[name](size)
         for figure in figures:
             print(figure.line())
             for key, value in figure.notes.items():
                 print(f"    {key}: {value}")
         results[name] = [asdict(f) | {"rate": f.rate, "ratio": f.ratio} for f in figures]
+        if page is not None:  # each engine as it finishes: a long run interrupted keeps the rest
+            record(stored, name, run, figures)
+            save_results(results_path, stored)
+            page.write_text(render(stored), encoding="utf-8")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump({"machine": info, "results": results}, out, indent=2)
+    if page is not None:
+        page.write_text(render(stored), encoding="utf-8")
+        print(f"\nwritten to {page} (from {results_path})")
     return 0
+
+
+def _engine_command(name: str, args: argparse.Namespace) -> str:
+    """The command that measures ``name`` alone with this run's sizes."""
+    words = ["python -m statechan.bench --only", name]
+    if name in ("resolver", "replay") and args.pairs != 1_000_000:
+        words.append(f"--pairs {args.pairs}")
+    if name in ("audit", "audit-stages", "audit-scale") and args.audit_records != [10_000_000]:
+        words.append("--audit-records " + " ".join(str(n) for n in args.audit_records))
+    if name == "generate" and args.generate_records != 10_000_000:
+        words.append(f"--generate-records {args.generate_records}")
+    return " ".join(words)
 
 
 if __name__ == "__main__":

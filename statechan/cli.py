@@ -394,9 +394,6 @@ def simulate_command(
     except StoreError as exc:
         err.print(f"[red]error:[/red] --zookeeper: {exc}", highlight=False)
         raise typer.Exit(2) from None
-    except ModuleNotFoundError as exc:
-        err.print(f"[red]error:[/red] --zookeeper needs the zk extra (pip install 'statechan[zk]'): {exc}")
-        raise typer.Exit(2) from None
     if zookeeper is not None:
         console.print(f"metadata store: ZooKeeper, nodes under {simulation.cluster.store}", highlight=False)
     summary = simulation.run(int(hours * 3_600_000), check=checker, check_every=every)
@@ -1382,6 +1379,8 @@ def audit_command(
             ),
             read=read.value,
         )
+    except ModuleNotFoundError:  # an extra not installed: statechan.__main__ names it
+        raise
     except (OSError, ValueError) as exc:
         err.print("[red]error:[/red] ", end="", highlight=False)
         err.print(str(exc), highlight=False, markup=False, soft_wrap=True)

@@ -627,7 +627,7 @@ def test_workers_without_statechan_audit_with_the_shipped_code(tmp_path: Path) -
     import subprocess
     import sys
 
-    from tests.sparkcluster import python_without_statechan
+    from statechan.sparkservers import python_without_statechan
 
     write_generated(tmp_path / "t.jsonl", 2_000, seed=3, plant={"single-owner": 1, "owner-registered": 1})
     worker_python = python_without_statechan(tmp_path)

@@ -16,6 +16,7 @@ LIBRARY = Path(__file__).resolve().parent.parent / "statechan"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("core", ("statechan.states", "statechan.values", "statechan.model", "statechan.resolver", "statechan.keys")),
+    ("packaging", ("statechan.extras",)),
     ("clock", ("statechan.clock",)),
     ("derived views of the core", ("statechan.graph",)),
     ("stores", ("statechan.stores",)),
@@ -27,9 +28,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("invariants", ("statechan.observation", "statechan.invariants")),
     ("bounds and vacuity", ("statechan.bounds", "statechan.vacuity")),
     ("the simulator", ("statechan.cluster",)),
+    ("measurement and local servers", ("statechan.benchharness", "statechan.sparkservers")),
     ("engines", ("statechan.checker", "statechan.audit", "statechan.balance", "statechan.known_bugs")),
     ("tools", ("statechan.mutate", "statechan.explain", "statechan.sequence", "statechan.diagram")),
-    ("pages and docs", ("statechan.pages", "statechan.docs", "statechan.benchharness", "statechan.bench")),
+    ("pages and docs", ("statechan.pages", "statechan.docs", "statechan.bench")),
     ("what the command line shows", ("statechan.render",)),
     ("demo", ("statechan.demo",)),
     ("command line", ("statechan.cli", "statechan.__main__", "statechan.balance.cli")),

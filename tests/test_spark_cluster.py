@@ -13,7 +13,7 @@ import pytest
 
 from statechan.audit import AuditReport, audit, spark_session
 from statechan.tracegen import PLANT_KINDS, generate, write_generated
-from tests.sparkcluster import (
+from statechan.sparkservers import (
     SparkCluster,
     SparkClusterUnavailable,
     alive_workers,
@@ -162,7 +162,7 @@ def connect_url(classic_reports: dict[str, tuple[Any, str]]) -> Iterator[str]:
     environment a Connect session sets put back afterwards."""
     import os
 
-    from tests.sparkcluster import connect_server
+    from statechan.sparkservers import connect_server
 
     _stop_active_session()
     before = {name: os.environ.get(name) for name in _CONNECT_ENV}

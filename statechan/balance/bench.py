@@ -15,7 +15,7 @@ from statechan.balance.lab import LabConfig, run
 from statechan.balance.sweep import grid, sweep_local, sweep_spark
 
 if TYPE_CHECKING:
-    from statechan.bench import Figure
+    from statechan.benchharness import Figure
 
 SWEEP_STRATEGIES = ("threshold+lltmr", "threshold+lruww", "transfer+extensible", "uniform+lltmr")
 SWEEP_SEEDS = (1, 2)
@@ -25,7 +25,7 @@ def bench_balance(_: int) -> list[Figure]:
     """Three figures: balancer-only (baseline: none), through the channel (baseline: balancer-only),
     the Spark sweep (baseline: the same grid in one process)."""
     from statechan.balance.channel import ThroughChannel
-    from statechan.bench import Figure
+    from statechan.benchharness import Figure
 
     config = LabConfig()
     minutes = config.workload.minutes
@@ -55,7 +55,7 @@ def bench_balance(_: int) -> list[Figure]:
             "balance: 136 brokers, 10 h, balancer-only",
             minutes,
             alone_s,
-            notes={"moves": len(alone.events), "verdict": alone.verdict().value},
+            notes={"moves": len(alone.events), "late_spread": alone.measures()["late_spread"]},
         ),
         Figure(
             "balance: the same, every move through the channel",

@@ -2,9 +2,13 @@
 
 Every assignment is a client lookup whose placement returns the broker the lab decided; every
 unload is the leader's admin unload (Releasing, then Free) followed by the clients' lookup; every
-transfer is the leader's PIP-307 transfer. The cluster runs its own timers as the minutes pass,
+transfer is the leader's PIP-307 transfer; every split is the owner's split (Splitting, the
+children Owned by it, the parent Deleted and tombstoned), with a client's lookup of the parent
+while it splits and of both children after. The cluster runs its own timers as the minutes pass,
 the invariant catalogue checks it, and the lookups that had to wait or failed are counted. The
 lab's ownership table and the channel's must agree after every minute (counted as mismatches).
+
+The cluster model is driven only here, through ``Cluster``'s public surface.
 """
 
 from __future__ import annotations
@@ -13,8 +17,8 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from statechan.balance.lab import Chooser, MoveEvent
-from statechan.balance.load import MINUTE_MS, Ints
+from statechan.balance.lab import Chooser, MoveEvent, SplitEvent
+from statechan.balance.load import MINUTE_MS, Bundles, Ints, namespace_name
 from statechan.balance.settings import Workload
 from statechan.cluster import (
     Cluster,
@@ -22,11 +26,13 @@ from statechan.cluster import (
     Lookup,
     Restart,
     SimConfig,
+    Split,
     StoreKind,
     Transfer,
     Unload,
 )
 from statechan.cluster.placement import BrokerLoad
+from statechan.keys import parse_key
 from statechan.states import ServiceUnitState
 
 
@@ -53,7 +59,7 @@ def cluster_config(workload: Workload, store: StoreKind, seed: int) -> SimConfig
     base = SimConfig(
         brokers=2,
         namespaces=workload.namespaces,
-        bundles_per_namespace=workload.bundles_per_namespace,
+        bundles_per_namespace=workload.namespace_bundle_count,
         store=store,
         seed=seed,
         trace_views=False,
@@ -87,7 +93,14 @@ class ThroughChannel:
         self.cluster.placement = self.placement
         self.ids = self.cluster.config.broker_ids()
         self.index = {broker: i for i, broker in enumerate(self.ids)}
-        self.keys = self.cluster.sorted_bundle_keys()
+        w = self.workload
+        start = Bundles.even(
+            [namespace_name(n) for n in range(w.namespaces)], [w.namespace_bundle_count] * w.namespaces
+        )
+        self.keys: dict[int, str] = {b: start.key(b) for b in range(len(start))}
+        missing = set(self.keys.values()) - self.cluster.live_bundle_keys()
+        if missing:
+            raise ValueError(f"the lab's bundles are not the channel's: {sorted(missing)[:3]}")
         self.faults = random.Random(f"balance-faults-{self.workload.seed}")
         for name in (
             "move_lookups",
@@ -99,6 +112,12 @@ class ThroughChannel:
             "crashes",
             "moves_refused",
             "moved_by_channel",
+            "splits",
+            "splits_refused",
+            "split_lookups",
+            "split_lookups_delayed",
+            "split_lookups_failed",
+            "split_boundary_moved",
         ):
             self.counts[name] = 0
 
@@ -149,12 +168,51 @@ class ThroughChannel:
         before = len(cluster.answers)
         self._lookup(event.bundle, event.destination, event.bundle + event.minute)
         cluster.drain()
-        for answer in cluster.answers[before:]:
-            self.counts["move_lookups"] += 1
+        self._count_answers("move_lookups", before)
+
+    def _count_answers(self, name: str, since: int) -> None:
+        """Count the lookups answered since ``since``: all, delayed (deferred until the bundle was
+        owned), failed."""
+        for answer in self.cluster.answers[since:]:
+            self.counts[name] += 1
             if answer.error is not None:
-                self.counts["move_lookups_failed"] += 1
+                self.counts[f"{name}_failed"] += 1
             elif answer.deferred:
-                self.counts["move_lookups_delayed"] += 1
+                self.counts[f"{name}_delayed"] += 1
+
+    def split(self, event: SplitEvent) -> bool:
+        """The owner splits the bundle; a client looks the parent up while it splits, and both
+        children once they are owned. The channel's split divides the range in the middle (its
+        ``Split`` names no boundary): a split the lab made elsewhere is counted
+        (``split_boundary_moved``), its children mapped to the channel's lower and upper halves."""
+        cluster = self.cluster
+        cluster.drain()
+        key = self.keys[event.bundle]
+        owner = self.ids[event.broker]
+        try:
+            cluster.step(Split(owner, key))
+        except ValueError:  # a fault got there first: the owner does not hold the bundle Owned
+            self.counts["splits_refused"] += 1
+            return False
+        before = len(cluster.answers)
+        cluster.step(Lookup(self._healthy(event.bundle + event.minute), key))
+        cluster.drain()
+        lower, upper = parse_key(key).split()
+        if lower.key not in cluster.live_bundle_keys():
+            self.counts["splits_refused"] += 1
+            return False
+        self.counts["splits"] += 1
+        if event.boundary != lower.upper:
+            self.counts["split_boundary_moved"] += 1
+        for child, part in zip(event.children, (lower, upper), strict=True):
+            self.keys[child] = part.key
+            self._owner[part.key] = owner
+        self._owner.pop(key, None)
+        for child in event.children:
+            cluster.step(Lookup(self._healthy(child + event.minute), self.keys[child]))
+        cluster.drain()
+        self._count_answers("split_lookups", before)
+        return True
 
     def minute(self, minute: int, owner: Ints) -> frozenset[int]:
         cluster = self.cluster
@@ -182,7 +240,9 @@ class ThroughChannel:
         """Take the channel's owner of every bundle it holds Owned (read from the leader's view)."""
         cluster = self.cluster
         reader = cluster.brokers[cluster.leader() or self._healthy(0)]
-        for bundle, key in enumerate(self.keys):
+        for bundle, key in self.keys.items():
+            if int(owner[bundle]) < 0:
+                continue  # a split's parent
             data = reader.value(key)
             if data is None or data.state is not ServiceUnitState.Owned or data.dst_broker not in self.index:
                 continue

@@ -13,7 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
-from statechan.balance.load import LoadData, max_usage, max_usage_with_weight, max_usage_without_heap
+from statechan.balance.load import LoadData, max_usage_with_heap, max_usage_with_weight, max_usage_without_heap
 from statechan.balance.settings import BalancerConfig, PlacementKind
 
 
@@ -32,13 +32,23 @@ class LeastLongTermMessageRate:
     """``org.apache.pulsar.broker.loadbalance.impl.LeastLongTermMessageRate``: the broker with the
     least long-term message rate (its reported bundles' plus those preallocated to it since); a
     broker above the overload threshold scores infinity. The score counts messages, not the
-    resources the shedder measures: the mismatch seed 001 reports."""
+    resources the shedder measures: the mismatch seed 001 reports.
+
+    ``pulsar_2_10``: the overload test as Pulsar 2.10 made it (``getMaxResourceUsage``: every
+    resource unweighted, heap included), so a broker whose heap passes the threshold scores
+    infinity whatever the weights (seed 001's point 2); master weighs the usages."""
+
+    pulsar_2_10: bool = False
 
     def score(self, broker: int, data: LoadData, config: BalancerConfig) -> float:
         report = data.reports.get(broker)
         if report is not None:
-            usage = float(max_usage_with_weight(np.asarray(report.usage), config.weights()))
-            if usage > config.overloaded_threshold_pct / 100.0:
+            usage = np.asarray(report.usage)
+            if self.pulsar_2_10:
+                level = float(max_usage_with_heap(usage))
+            else:
+                level = float(max_usage_with_weight(usage, config.weights()))
+            if level > config.overloaded_threshold_pct / 100.0:
                 return math.inf
         return data.long_term_rate(broker) + data.preallocated_rate(broker)
 
@@ -113,14 +123,14 @@ class ExtensibleLeastResourceUsageWithWeight:
         return _draw(best or list(candidates), rng)
 
 
-def make_placement(kind: PlacementKind) -> Placement:
-    """A fresh placement strategy (its history starts empty)."""
-    strategies: dict[PlacementKind, type[Placement]] = {
-        PlacementKind.least_long_term_message_rate: LeastLongTermMessageRate,
-        PlacementKind.least_resource_usage_with_weight: LeastResourceUsageWithWeight,
-        PlacementKind.extensible: ExtensibleLeastResourceUsageWithWeight,
-    }
-    return strategies[kind]()
+def make_placement(kind: PlacementKind, pulsar_2_10: bool = False) -> Placement:
+    """A fresh placement strategy (its history starts empty); ``pulsar_2_10`` gives
+    ``LeastLongTermMessageRate`` its 2.10 overload test."""
+    if kind is PlacementKind.least_long_term_message_rate:
+        return LeastLongTermMessageRate(pulsar_2_10)
+    if kind is PlacementKind.least_resource_usage_with_weight:
+        return LeastResourceUsageWithWeight()
+    return ExtensibleLeastResourceUsageWithWeight()
 
 
 def modular_select(
@@ -131,18 +141,27 @@ def modular_select(
     data: LoadData,
     config: BalancerConfig,
     rng: np.random.Generator,
+    seen: list[int] | None = None,
 ) -> int | None:
-    """``ModularLoadManagerImpl.selectBrokerForAssignment`` around a modular strategy: only the
-    brokers serving the fewest bundles of the bundle's namespace are candidates
+    """``ModularLoadManagerImpl.selectBroker`` around a modular strategy: with
+    ``loadBalancerDistributeBundlesEvenlyEnabled`` (the default), only the brokers serving the
+    fewest bundles of the bundle's namespace are candidates
     (``LoadManagerShared.removeMostServicingBrokersForNamespace``; ``same_namespace[b]`` is that
-    count), and a choice whose maximum usage is over the overload threshold is made again among
-    every broker."""
-    least = min(same_namespace[b] for b in everyone)
-    candidates = [b for b in everyone if same_namespace[b] == least]
+    count); a choice whose weighted maximum usage (CPU, direct memory, bandwidth) is over the
+    overload threshold is made again among every broker. ``seen`` collects the candidate count."""
+    candidates = list(everyone)
+    if config.distribute_bundles_evenly:
+        least = min(same_namespace[b] for b in everyone)
+        candidates = [b for b in everyone if same_namespace[b] == least]
+    if seen is not None:
+        seen.append(len(candidates))
     chosen = strategy.select(candidates, bundle, data, config, rng)
     if chosen is None:
         return None
     report = data.reports.get(chosen)
-    if report is not None and float(max_usage(np.asarray(report.usage))) > config.overloaded_threshold_pct / 100.0:
-        chosen = strategy.select(everyone, bundle, data, config, rng)
+    over = config.overloaded_threshold_pct / 100.0
+    if report is not None and float(max_usage_without_heap(np.asarray(report.usage), config.weights())) > over:
+        retry = strategy.select(everyone, bundle, data, config, rng)
+        if retry is not None:
+            chosen = retry
     return chosen

@@ -332,9 +332,19 @@ class TransferShedder:
         return load > config.overloaded_threshold_pct / 100.0 and load > stats.avg + config.target_std
 
 
+@dataclass
+class NoShedder:
+    """The no-shedding baseline: ``loadBalancerSheddingEnabled=false`` (bundles stay where they
+    were placed; splits and faults still move them)."""
+
+    def find(self, data: LoadData, config: BalancerConfig, owner: Ints) -> list[Move]:
+        return []
+
+
 def make_shedder(kind: ShedderKind) -> Shedder:
     """A fresh shedder (its history starts empty)."""
     shedders: dict[ShedderKind, type[Shedder]] = {
+        ShedderKind.none: NoShedder,
         ShedderKind.threshold: ThresholdShedder,
         ShedderKind.overload: OverloadShedder,
         ShedderKind.uniform: UniformLoadShedder,

@@ -1,5 +1,6 @@
-"""A grid of runs (strategies x settings x workloads x seeds), one Spark task each, or in one
-process; a Parquet of every run's measures, and a summary ranking the combinations.
+"""A grid of runs (strategies x settings x workloads x broker counts x seeds), one Spark task
+each, or in one process; a Parquet of every run's measures, and a summary with the median and
+range over seeds of each group.
 
 Each task is a :class:`Cell` sent as JSON and run by the same :func:`statechan.balance.lab.run`
 as a single run, so a cell of the sweep and ``statechan balance`` with its options agree.
@@ -15,10 +16,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from statechan.balance.lab import LabConfig, Verdict, run
+from statechan.balance.lab import LabConfig, run
 from statechan.balance.settings import SETTINGS, STRATEGIES, WORKLOADS
 
 Row = dict[str, float | int | str | None]
+
+HELD_OUT_SEEDS = range(101, 111)
+"""Seeds kept apart from the ones the workloads were built with (1-4): the figures use these."""
+
+SPREAD_MEASURES = ("moves", "late_moves_per_hour", "moved_3plus", "late_std", "late_spread", "late_peak", "splits")
+"""The measures a summary gives with their spread over seeds."""
 
 
 class Cell(BaseModel):
@@ -30,6 +37,8 @@ class Cell(BaseModel):
     setting: str
     workload_name: str
     lab: LabConfig
+    group: str = ""
+    """Extra grouping label (a scenario's or a candidate's name)."""
 
 
 def grid(
@@ -38,14 +47,22 @@ def grid(
     workloads: Sequence[str],
     seeds: Iterable[int],
     hours: float | None = None,
+    brokers: Sequence[int] | None = None,
 ) -> list[Cell]:
-    """Every combination, by the names in :data:`STRATEGIES`, :data:`SETTINGS`, :data:`WORKLOADS`."""
+    """Every combination, by the names in :data:`STRATEGIES`, :data:`SETTINGS`, :data:`WORKLOADS`;
+    ``brokers`` runs each workload at those sizes (:meth:`Workload.for_brokers`)."""
     cells = []
-    for name, setting, load, seed in itertools.product(strategies, settings, workloads, list(seeds)):
+    sizes: Sequence[int | None] = list(brokers) if brokers else [None]
+    for name, setting, load, size, seed in itertools.product(strategies, settings, workloads, sizes, list(seeds)):
         shedder, placement = STRATEGIES[name]
+        workload = WORKLOADS[load] if size is None else WORKLOADS[load].for_brokers(size)
         update: dict[str, object] = {"seed": seed} if hours is None else {"seed": seed, "hours": hours}
-        workload = WORKLOADS[load].model_copy(update=update)
-        lab = LabConfig(workload=workload, shedder=shedder, placement=placement, balancer=SETTINGS[setting])
+        lab = LabConfig(
+            workload=workload.model_copy(update=update),
+            shedder=shedder,
+            placement=placement,
+            balancer=SETTINGS[setting],
+        )
         cells.append(Cell(strategy=name, setting=setting, workload_name=load, lab=lab))
     return cells
 
@@ -53,7 +70,12 @@ def grid(
 def run_cell(cell_json: str) -> Row:
     """One cell, from its JSON (what a Spark task receives), to its row."""
     cell = Cell.model_validate_json(cell_json)
-    row: Row = {"strategy_name": cell.strategy, "setting": cell.setting, "workload": cell.workload_name}
+    row: Row = {
+        "strategy_name": cell.strategy,
+        "setting": cell.setting,
+        "workload": cell.workload_name,
+        "group": cell.group,
+    }
     row.update(run(cell.lab).measures())
     return row
 
@@ -106,35 +128,37 @@ def write_parquet(rows: Sequence[Row], path: Path) -> None:
     pq.write_table(pa.Table.from_pylist(list(rows)), str(path))
 
 
-def summary(rows: Sequence[Row]) -> list[Row]:
-    """One row per (combination by short name, setting, workload): means over seeds, the share of
-    runs that settled, ranked by that share, then by a lower busiest-broker load in the last hour
-    (a shedder that never acts settles too), then by fewer moves."""
-    groups: dict[tuple[str, str, str], list[Row]] = {}
+def spread(values: Sequence[float]) -> tuple[float, float, float]:
+    """Median, smallest and largest."""
+    return statistics.median(values), min(values), max(values)
+
+
+def show(values: Sequence[float], digits: int = 2) -> str:
+    """``median [min–max]``."""
+    mid, low, high = spread(values)
+    return f"{round(mid, digits):g} [{round(low, digits):g}–{round(high, digits):g}]"
+
+
+def summary(
+    rows: Sequence[Row], keys: Sequence[str] = ("group", "strategy_name", "setting", "workload", "brokers")
+) -> list[Row]:
+    """One row per group (the ``keys``): the runs, and each of :data:`SPREAD_MEASURES` as its
+    median with its range over the group's seeds, ranked by the median late spread of broker
+    load, then by the median moves."""
+    groups: dict[tuple[object, ...], list[Row]] = {}
     for row in rows:
-        key = (str(row["strategy_name"]), str(row["setting"]), str(row["workload"]))
-        groups.setdefault(key, []).append(row)
+        groups.setdefault(tuple(row.get(k) for k in keys), []).append(row)
     out: list[Row] = []
-    for (strategy, setting, workload), runs in groups.items():
-
-        def mean(name: str, runs: list[Row] = runs) -> float:
-            return round(statistics.fmean(float(r[name] or 0) for r in runs), 2)
-
-        out.append(
-            {
-                "strategy": strategy,
-                "setting": setting,
-                "workload": workload,
-                "runs": len(runs),
-                "settled": round(sum(1 for r in runs if r["verdict"] == Verdict.settles.value) / len(runs), 2),
-                "moves": mean("unloads") + mean("transfers"),
-                "late_moves_per_hour": mean("late_moves_per_hour"),
-                "moved_again": mean("moved_again"),
-                "final_std": mean("final_std"),
-                "late_max_load": mean("late_max_load"),
-            }
-        )
-    out.sort(key=lambda r: (-float(r["settled"] or 0), float(r["late_max_load"] or 0), float(r["moves"] or 0)))
+    for key, runs in groups.items():
+        entry: Row = {k: v for k, v in zip(keys, key, strict=True) if v not in (None, "")}  # type: ignore[misc]
+        entry["runs"] = len(runs)
+        for name in SPREAD_MEASURES:
+            entry[name] = show([float(r[name] or 0) for r in runs], 3 if name.startswith("late_s") else 2)
+        entry["_spread"] = statistics.median(float(r["late_spread"] or 0) for r in runs)
+        entry["_moves"] = statistics.median(float(r["moves"] or 0) for r in runs)
+        out.append(entry)
+    out.sort(key=lambda r: (float(r["_spread"] or 0), float(r["_moves"] or 0)))
     for rank, row in enumerate(out, 1):
         row["rank"] = rank
+        del row["_spread"], row["_moves"]
     return out

@@ -64,6 +64,7 @@ from statechan.cluster.state import (
     Broker,
     Bundles,
     ChannelState,
+    Cold,
     Client,
     ClusterState,
     Elected,
@@ -224,6 +225,7 @@ class Tx:
         self._syncer: Syncer | None = None
         self._syncer_parts = False
         self._timers: list[Timer] | None = None
+        self._cold: Cold | None = None
         self.choose = choose
         self.trace = trace and p.config.trace_views
         self.recording = trace
@@ -274,6 +276,12 @@ class Tx:
             syncer.client = syncer.client.thaw()
             self._syncer_parts = True
         return syncer
+
+    def cold(self) -> Cold:
+        """The draft of what the cluster changes rarely."""
+        if self._cold is None:
+            self._cold = self.s.cold = self.s.cold.thaw()
+        return self._cold
 
     def timers(self) -> list[Timer]:
         if self._timers is None:
@@ -458,12 +466,15 @@ class Tx:
             )
 
     def _unregistered(self, broker: int, at: int | None) -> None:
-        times = dict(self.s.unregistered_at)
+        known = self.s.cold.unregistered_at
+        if (broker not in known) if at is None else known.get(broker) == at:
+            return
+        times = dict(known)
         if at is None:
             times.pop(broker, None)
         else:
             times[broker] = at
-        self.s.unregistered_at = times
+        self.cold().unregistered_at = times
 
     def _expire(self, owner: Owner) -> None:
         """The session ends: its ephemeral nodes go, in the order they were made."""
@@ -776,9 +787,8 @@ class Tx:
         broker.lookups = {}
         broker.unloads = {}
         self.view(i).closed = True
-        times = dict(self.s.crash_times)
-        times[i] = self.now
-        self.s.crash_times = times
+        cold = self.cold()
+        cold.crash_times = {**cold.crash_times, i: self.now}
         self.drop_timers(i)
         self.schedule(TimerKind.session_expiry, i, self.p.channel.session_timeout_ms)
 
@@ -803,7 +813,8 @@ class Tx:
         self.view(i).closed = True
         self.close_client(self._owner(i))
         self.drop_timers(i)
-        self.s.departed = self.s.departed | {i}
+        cold = self.cold()
+        cold.departed = cold.departed | {i}
 
     # -- publishing ----------------------------------------------------------------------------------------
     def rec(
@@ -1063,8 +1074,8 @@ class Tx:
             self.split_failed(key)
             return
         attempts = 0
-        while attempts < BUNDLE_SPLIT_RETRY_LIMIT and self.s.split_failures > 0:
-            self.s.split_failures -= 1  # BadVersionException on the bundle metadata; retried
+        while attempts < BUNDLE_SPLIT_RETRY_LIMIT and self.s.cold.split_failures > 0:
+            self.cold().split_failures -= 1  # BadVersionException on the bundle metadata; retried
             attempts += 1
         if attempts == BUNDLE_SPLIT_RETRY_LIMIT:
             self.split_failed(key)
@@ -1075,10 +1086,12 @@ class Tx:
     def split_failed(self, key: str) -> None:
         """ServiceUnitNotReadyException: the parent stays Splitting until the leader overrides it."""
         self.count("split-failed")
-        self.s.failed_splits = self.s.failed_splits | {key}
+        cold = self.cold()
+        cold.failed_splits = cold.failed_splits | {key}
 
     def replace_bundle(self, parent: Bundle, children: list[Bundle]) -> None:
-        self.s.bundles = self.s.bundles.replaced(parent, children)
+        cold = self.cold()
+        cold.bundles = cold.bundles.replaced(parent, children)
 
     def registered_now(self, i: int) -> bool:
         """This broker has a session and its registry node (fix 04's condition for splitting)."""
@@ -1280,8 +1293,8 @@ class Tx:
             return None
         if self.p.uniform:
             return candidates[self.pick(len(candidates))]
-        near, loads = near_best(candidates, self.s.loads, self.p.weights)
-        self.s.loads = tuple(loads)
+        near, loads = near_best(candidates, self.s.cold.loads, self.p.weights)
+        self.cold().loads = tuple(loads)
         return near[self.pick(len(near))]
 
     def pick(self, width: int) -> int:
@@ -1291,12 +1304,14 @@ class Tx:
         return index
 
     def current_loads(self) -> None:
-        s = self.s
-        if s.loads_at < 0 or self.now - s.loads_at >= LOAD_REPORT_INTERVAL_MS:
-            s.loads = tuple(
-                Load.of_bundles(len(b.serving()), load.history) for b, load in zip(self.brokers, s.loads, strict=True)
+        cold = self.s.cold
+        if cold.loads_at < 0 or self.now - cold.loads_at >= LOAD_REPORT_INTERVAL_MS:
+            cold = self.cold()
+            cold.loads = tuple(
+                Load.of_bundles(len(b.serving()), load.history)
+                for b, load in zip(self.brokers, cold.loads, strict=True)
             )
-            s.loads_at = self.now
+            cold.loads_at = self.now
 
     # -- metadata events ---------------------------------------------------------------------------------
     def notify(self, i: int) -> bool:
@@ -1851,7 +1866,7 @@ def init(p: Setup, trace: bool = True, mirrored: bool = False) -> Outcome:
     tx = Tx(empty, p, first_choice, trace)
     if mirrored:
         tx.ops = []
-    tx.s.loads = tuple(Load() for _ in range(config.brokers))
+    tx.cold().loads = tuple(Load() for _ in range(config.brokers))
     for i in range(config.brokers):
         tx.boot(i, 1)
     if p.with_syncer:
@@ -2023,10 +2038,9 @@ def _crash(tx: Tx, action: Crash) -> None:
 def _restart(tx: Tx, action: Restart) -> None:
     i = _broker(tx, action.broker, alive=False)
     tx.boot(i, tx.brokers[i].incarnation + 1)
-    times = dict(tx.s.crash_times)
-    times.pop(i, None)
-    tx.s.crash_times = times
-    tx.s.departed = tx.s.departed - {i}
+    cold = tx.cold()
+    cold.crash_times = {broker: at for broker, at in cold.crash_times.items() if broker != i}
+    cold.departed = cold.departed - {i}
 
 
 def _shutdown(tx: Tx, action: Shutdown) -> None:
@@ -2306,10 +2320,13 @@ def syncer_differences(syncer: Syncer) -> int:
 
 
 def inject(state: ClusterState, **changes: Any) -> ClusterState:
-    """``state`` with cluster-level fields replaced (tests put faults in: ``split_failures``)."""
+    """``state`` with fields replaced (tests put faults in: ``split_failures``), the rarely changed
+    ones (:class:`~statechan.cluster.state.Cold`) included."""
     new = state.thaw()
+    cold = new.cold.thaw()
     for name, value in changes.items():
-        setattr(new, name, value)
+        setattr(cold if name in Cold.__slots__ else new, name, value)
+    new.cold = cold
     return new
 
 

@@ -974,29 +974,70 @@ class Bundles:
         return Bundles(tuple(namespaces))
 
 
+class Cold(_Cached):
+    """What a cluster changes rarely, held apart so a step copies and a fingerprint hashes it only
+    when it changes: the loads placement reads and when they were last reported, the namespaces'
+    bundles, split failures to come (injected by tests), when brokers crashed or left the
+    registry, the splits that failed, the brokers that shut down."""
+
+    __slots__ = (
+        "bundles",
+        "crash_times",
+        "departed",
+        "failed_splits",
+        "loads",
+        "loads_at",
+        "split_failures",
+        "unregistered_at",
+    )
+
+    def __init__(self, bundles: Bundles) -> None:
+        super().__init__()
+        self.loads: tuple[Load, ...] = ()
+        self.loads_at = -1
+        self.bundles = bundles
+        self.split_failures = 0
+        self.crash_times: Mapping[int, int] = {}
+        self.unregistered_at: Mapping[int, int] = {}
+        self.failed_splits: frozenset[str] = frozenset()
+        self.departed: frozenset[int] = frozenset()
+
+    def form(self, c: Canon, sub: Callable[[Any], Any]) -> Form:
+        b, age, perm = c.b, c.age, c.perm
+        loads: Form = self.loads
+        if perm is not None:
+            order = sorted(range(len(perm)), key=perm.__getitem__)
+            loads = tuple([self.loads[broker] for broker in order])
+        return (
+            loads,
+            self.bundles.form,
+            self.split_failures,
+            tuple(sorted((b(x), age(t)) for x, t in self.crash_times.items())) if self.crash_times else (),
+            tuple(sorted((b(x), age(t)) for x, t in self.unregistered_at.items()))
+            if self.unregistered_at
+            else (),
+            age(self.loads_at) if self.loads_at >= 0 else None,
+            tuple(sorted(self.failed_splits)) if self.failed_splits else (),
+            tuple(sorted(b(x) for x in self.departed)) if self.departed else (),
+        )
+
+
 class ClusterState(_Cached):
     """A whole cluster at one instant (see the module's docstring)."""
 
     __slots__ = (
         "_quiet",
         "brokers",
-        "bundles",
-        "crash_times",
+        "cold",
         "dead_clients",
-        "departed",
-        "failed_splits",
         "leader_for",
         "leader_since",
-        "loads",
-        "loads_at",
         "now",
         "seq",
-        "split_failures",
         "store",
         "syncer",
         "timers",
         "topic",
-        "unregistered_at",
         "work_since",
     )
 
@@ -1009,19 +1050,12 @@ class ClusterState(_Cached):
         self.timers: tuple[Timer, ...] = ()
         """The live timers, in firing order (due time, then the order scheduled)."""
         self.seq = 0
-        self.loads: tuple[Load, ...] = ()
-        self.bundles = bundles
+        self.cold = Cold(bundles)
         self.dead_clients: Mapping[Owner, Client] = {}
         """Crashed incarnations' clients, whose sessions live until ZooKeeper expires them."""
-        self.split_failures = 0
-        self.crash_times: Mapping[int, int] = {}
-        self.unregistered_at: Mapping[int, int] = {}
         self.leader_since: int | None = None
         self.leader_for: int | None = None
         self.work_since: int | None = None
-        self.loads_at = -1
-        self.failed_splits: frozenset[str] = frozenset()
-        self.departed: frozenset[int] = frozenset()
         self.syncer: Syncer | None = None
         self._quiet: bool | None = None
         """Whether nothing but timers waits (worked out once: :func:`~statechan.cluster.protocol.quiescent`)."""
@@ -1036,11 +1070,39 @@ class ClusterState(_Cached):
         node = self.store.leader
         return None if node is None else node.data  # type: ignore[return-value]
 
+    @property
+    def loads(self) -> tuple[Load, ...]:
+        return self.cold.loads
+
+    @property
+    def loads_at(self) -> int:
+        return self.cold.loads_at
+
+    @property
+    def split_failures(self) -> int:
+        return self.cold.split_failures
+
+    @property
+    def crash_times(self) -> Mapping[int, int]:
+        return self.cold.crash_times
+
+    @property
+    def unregistered_at(self) -> Mapping[int, int]:
+        return self.cold.unregistered_at
+
+    @property
+    def failed_splits(self) -> frozenset[str]:
+        return self.cold.failed_splits
+
+    @property
+    def departed(self) -> frozenset[int]:
+        return self.cold.departed
+
     def bundle_keys(self) -> frozenset[str]:
-        return self.bundles.keys
+        return self.cold.bundles.keys
 
     def sorted_bundle_keys(self) -> tuple[str, ...]:
-        return self.bundles.sorted_keys
+        return self.cold.bundles.sorted_keys
 
     def live_timers(self) -> tuple[Timer, ...]:
         return self.timers
@@ -1052,10 +1114,8 @@ class ClusterState(_Cached):
     def form(self, c: Canon, sub: Callable[[Any], Any]) -> Form:
         perm = c.perm
         brokers = self.brokers
-        loads: Form = self.loads
         if perm is not None:
             brokers = tuple(sorted(brokers, key=lambda broker: perm[broker.id]))
-            loads = tuple([self.loads[broker.id] for broker in brokers])
         timers: Form = ()
         jobs: Form = ()
         if self.timers:
@@ -1074,19 +1134,12 @@ class ClusterState(_Cached):
             tuple([sub(broker) for broker in brokers]),
             jobs,
             timers,
-            loads,
-            self.bundles.form,
+            sub(self.cold),
             tuple(sorted(((b(x), inc), sub(client)) for (x, inc), client in self.dead_clients.items()))
             if self.dead_clients
             else (),
-            self.split_failures,
-            tuple(sorted((b(x), age(t)) for x, t in self.crash_times.items())) if self.crash_times else (),
-            tuple(sorted((b(x), age(t)) for x, t in self.unregistered_at.items())) if self.unregistered_at else (),
             age(self.leader_since),
             age(self.work_since),
-            age(self.loads_at) if self.loads_at >= 0 else None,
-            tuple(sorted(self.failed_splits)) if self.failed_splits else (),
-            tuple(sorted(b(x) for x in self.departed)) if self.departed else (),
             None if self.syncer is None else sub(self.syncer),
         )
 
@@ -1098,5 +1151,5 @@ def _timer_order(c: Canon, timer: Timer) -> tuple[int, bool, int, int]:
     return (timer.due, timer.kind is TimerKind.session_expiry, c.b(timer.broker), timer.seq)  # type: ignore[return-value]
 
 
-for _record in (Client, Store, View, Broker, Syncer, Topic, ClusterState):
+for _record in (Client, Store, View, Broker, Syncer, Topic, Cold, ClusterState):
     setattr(_record, "thaw", _thawer(_record))  # noqa: B010 - a method made from the class's slots

@@ -1,6 +1,7 @@
-"""A real Spark standalone cluster for tests: a master and two workers as separate JVMs started
-from the installed PySpark's own ``spark-class``, on loopback and free ports, their work and logs
-in a temporary folder, stopped afterwards whatever happens."""
+"""Local Spark servers started from the installed PySpark's own scripts: a standalone cluster (a
+master and two workers as separate JVMs, for the tests that need a real cluster) and a Spark
+Connect server (for the benchmark of ``statechan audit --remote``). Each listens on loopback and a
+free port, keeps its work and logs in a temporary folder, and is stopped afterwards whatever happens."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import sysconfig
@@ -20,7 +22,14 @@ from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.zookeeper import _free_port
+
+def _free_port() -> int:
+    """A port nobody listens on now (the kernel picks it), for a server this module starts."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
 
 START_TIMEOUT_S = 90.0
 WORKER_MEMORY = "1g"
@@ -114,7 +123,7 @@ def foreground(command: list[str], env: dict[str, str], log: Path) -> Iterator[s
 def spark_cluster(workers: int = 2) -> Iterator[SparkCluster]:
     """Start a master and ``workers`` workers (1 core each); yield once all have registered."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        raise SparkClusterUnavailable("no java on PATH and no JAVA_HOME (make test installs a JDK 17)")
+        raise SparkClusterUnavailable("no java on PATH and no JAVA_HOME (make java installs a JDK 17)")
     home = spark_home()
     spark_class = home / "bin" / "spark-class"
     if not spark_class.exists():
@@ -202,7 +211,7 @@ def connect_server_process(master: str = "local[2]", memory: str = "2g") -> Iter
     (``memory``: the server's driver memory; shuffles in as many partitions as this machine's cores,
     as the auditor's own sessions)."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        raise SparkClusterUnavailable("no java on PATH and no JAVA_HOME (make test installs a JDK 17)")
+        raise SparkClusterUnavailable("no java on PATH and no JAVA_HOME (make java installs a JDK 17)")
     home = spark_home()
     script = home / "sbin" / "start-connect-server.sh"
     if not script.exists() or not any(home.glob("jars/spark-connect_*.jar")):
