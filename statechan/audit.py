@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 import json
 import os
 import pickle
@@ -57,6 +58,7 @@ from statechan.model import DEFAULT_MODEL
 from statechan.resolver import Reason
 from statechan.states import ServiceUnitState, StorageType
 from statechan.traces import (
+    PARQUET_BATCH_ROWS,
     PARQUET_COLUMNS,
     AnyRecord,
     BadLine,
@@ -72,7 +74,6 @@ from statechan.traces import (
     flat_row,
     from_flat_row,
     is_parquet,
-    parquet_batches,
     parquet_rows,
     read_lines,
     row_text,
@@ -324,6 +325,9 @@ class Fold:
         self.replay = TraceReplay(record_checks(settings.ids()), settings.replay(), Registry(registry_events))
         self.route: dict[str, tuple[NamespaceReplay, Bundle]] = {}
         """Each key seen: its namespace's replay and its bundle."""
+        self.replays: list[NamespaceReplay] = []
+        self.numbers: dict[str, int] = {}
+        """Each namespace of an Arrow batch so far: its replay's place in :attr:`replays`."""
         self.words: dict[str, str] = {}
         """Each distinct string of the batches, one object (see :func:`arrow_columns`)."""
         self.values: dict[tuple[Any, ...], tuple[Any, ...] | None] = {}
@@ -343,24 +347,27 @@ class Fold:
         if clean is None:
             self.rows(zip(*arrow_columns(batch, CHANNEL_COLUMNS, self.words), strict=True))
             return
-        route, namespace_of, record = self.route, self.replay.namespace_of, self._record
-        for key, offset, when, value in zip(*clean, strict=True):
-            target = route.get(key)
-            if target is None:
-                target = route[key] = namespace_of(key)
-            found = target[0].offer(key, offset, when, value, target[1])
+        keys, offsets, times, values, runs = clean
+        record = self._record
+        for replay, lo, hi in runs:
+            found = replay.offer_run(keys[lo:hi], offsets[lo:hi], times[lo:hi], values[lo:hi])
             if found:
                 record(found)
         self.partial.channel += batch.num_rows
 
-    def _columns(self, batch: Any) -> tuple[list[str], list[int], list[int], list[Value | None]] | None:
-        """The batch's keys, offsets, times and values as Python lists, or None if a row of it is
-        not a record the replay can take as it is."""
+    def _columns(
+        self, batch: Any
+    ) -> tuple[list[str], list[int], list[int], list[Value | None], list[tuple[NamespaceReplay, int, int]]] | None:
+        """The batch's keys, offsets, times and values as Python lists, its rows grouped by
+        namespace (stably: each namespace's in the batch's order; namespaces are independent), with
+        the runs of rows of each namespace (its replay, first row, row after the last); or None if a
+        row of it is not a record the replay can take as it is."""
+        import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
 
         if not batch.num_rows:
-            return [], [], [], []
+            return [], [], [], [], []
         offsets, times = batch.column("offset"), batch.column("time")
         if batch.column("key").null_count or offsets.null_count or times.null_count:
             return None
@@ -369,16 +376,41 @@ class Fold:
         if self.refused and pc.any(pc.is_in(batch.column("row"), value_set=pa.array(list(self.refused)))).as_py():
             return None
         has_value = pc.fill_null(batch.column("has_value"), False)
-        versions = batch.column("version_id")
-        if pc.any(pc.and_(has_value, pc.is_null(versions))).as_py():
+        if pc.any(pc.and_(has_value, pc.is_null(batch.column("version_id")))).as_py():
             return None
-        keys = arrow_columns(batch, ("key",), self.words)[0]
-        if any(k not in self.route and not _is_key(k) for k in set(keys)):
-            return None
-        values = self._values(batch, has_value, versions.to_pylist())
+        encoded = batch.column("key").dictionary_encode()  # a dictionary column as it is
+        indices = encoded.indices.to_numpy(zero_copy_only=False)
+        words = self.words
+        distinct = [words.setdefault(w, w) for w in encoded.dictionary.to_pylist()]
+        used = np.unique(indices).tolist()  # a dictionary read from Parquet may hold keys of other rows
+        route, numbers, namespace_of = self.route, self.numbers, self.replay.namespace_of
+        number = np.full(len(distinct), -1, dtype=np.int64)
+        for i in used:
+            key = distinct[i]
+            target = route.get(key)
+            if target is None:
+                if not _is_key(key):
+                    return None
+                target = route[key] = namespace_of(key)
+            replay = target[0]
+            found = numbers.get(replay.state.name)
+            if found is None:
+                found = numbers[replay.state.name] = len(self.replays)
+                self.replays.append(replay)
+            number[i] = found
+        of_row = number[indices]
+        order = np.argsort(of_row, kind="stable")
+        batch = batch.take(pa.array(order))
+        has_value = has_value.take(pa.array(order))
+        grouped = of_row[order]
+        starts = [0, *(np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist(), len(grouped)]
+        replays = self.replays
+        runs = [(replays[int(grouped[lo])], lo, hi) for lo, hi in itertools.pairwise(starts)]
+        values = self._values(batch, has_value, batch.column("version_id").to_pylist())
         if values is None:
             return None
-        return keys, offsets.to_pylist(), times.to_pylist(), values
+        keys = [distinct[i] for i in indices[order].tolist()]
+        return keys, batch.column("offset").to_pylist(), batch.column("time").to_pylist(), values, runs
 
     def _values(self, batch: Any, has_value: Any, versions: list[int | None]) -> list[Value | None] | None:
         """Each row's value (None: a tombstone), each distinct (state, dst, src, force) validated
@@ -725,9 +757,11 @@ def _scan_parquet(path: str, source: int, other: Other, scan: _Scan) -> None:
     import pyarrow.parquet as pq
 
     others = []  # the row groups with other records
-    for group in range(pq.ParquetFile(path).metadata.num_row_groups):
+    parquet = pq.ParquetFile(str(path), read_dictionary=["kind"])  # opened once: its footer read once
+    sizes = [parquet.metadata.row_group(g).num_rows for g in range(parquet.metadata.num_row_groups)]
+    for group in range(len(sizes)):
         mixed = False
-        for _, batch in parquet_batches(path, ["kind", "time", "offset"], group):
+        for batch in parquet.iter_batches(PARQUET_BATCH_ROWS, row_groups=[group], columns=["kind", "time", "offset"]):
             channel = _is_channel(batch)
             channel_batch = batch.filter(channel)
             mixed = mixed or channel_batch.num_rows < batch.num_rows
@@ -748,22 +782,49 @@ def _scan_parquet(path: str, source: int, other: Other, scan: _Scan) -> None:
         if mixed:
             others.append(group)
     other.refused.update(((source, line), found) for line, found in split_map_errors(path).items())
+    whole = pq.ParquetFile(str(path)) if others else None
     for group in others:
-        for base, batch in parquet_batches(path, row_group=group):
+        assert whole is not None
+        base = sum(sizes[:group])
+        for batch in whole.iter_batches(PARQUET_BATCH_ROWS, row_groups=[group]):
             rest = pc.invert(_is_channel(batch))
             lines = _line_numbers(rest, base)
             for line, row in zip(lines, batch.filter(rest).to_pylist(), strict=True):
                 row.update(source=source, line=line, error=None, text=None)
                 _note_other(other, row, source, line)
+            base += batch.num_rows
+
+
+DICTIONARY_COLUMNS = ("kind", "key", "state", "dst_broker", "source_broker")
+"""The string columns read from Parquet as dictionaries (:func:`_dictionary_batches`)."""
+DICTIONARY_BATCH_ROWS = 1 << 18
+"""Rows of a batch read as dictionaries: a row group's batches share its dictionaries, whose
+strings the replay turns into Python once a batch (:func:`arrow_columns`), so a batch is a whole
+row group up to this size."""
+
+
+def _dictionary_batches(path: str, columns: Sequence[str], row_group: int | None = None) -> Iterator[tuple[int, Any]]:
+    """:func:`statechan.traces.parquet_batches` of ``columns``, the string columns of
+    :data:`DICTIONARY_COLUMNS` read as Arrow dictionaries: Parquet stores them dictionary-encoded,
+    so no string is copied per row, and the replay's own encodings (:func:`arrow_columns`,
+    :meth:`Fold.batch`) find them done. A few thousand keys repeat over millions of records."""
+    import pyarrow.parquet as pq
+
+    parquet = pq.ParquetFile(str(path), read_dictionary=[c for c in columns if c in DICTIONARY_COLUMNS])
+    groups = None if row_group is None else [row_group]
+    base = sum(parquet.metadata.row_group(g).num_rows for g in range(row_group or 0))
+    for batch in parquet.iter_batches(DICTIONARY_BATCH_ROWS, row_groups=groups, columns=list(columns)):
+        yield base, batch
+        base += batch.num_rows
 
 
 def _parquet_channel_batches(path: str, source: int) -> Iterator[Any]:
     """A Parquet file's channel records as Arrow batches of :data:`CHANNEL_COLUMNS`, as the Spark
-    workers get theirs (:meth:`Fold.batch`)."""
+    workers get theirs (:meth:`Fold.batch`; the string columns as dictionaries)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    for base, batch in parquet_batches(path, ["kind", *CHANNEL_COLUMNS[:-1]]):
+    for base, batch in _dictionary_batches(path, ["kind", *CHANNEL_COLUMNS[:-1]]):
         channel = _is_channel(batch)
         rows = pc.add(pc.indices_nonzero(channel).cast(pa.int64()), _row_id(source, base + 1))
         yield batch.filter(channel).select(list(CHANNEL_COLUMNS[:-1])).append_column("row", rows)
@@ -1382,23 +1443,27 @@ def namespace_share(key: str | None, shares: int) -> int:
     ``/``, as Spark's ``substring_index`` takes it), 0 for a row without a key."""
     if key is None:
         return 0
-    namespace = "/".join(key.split("/", 2)[:2])
+    return _share_of("/".join(key.split("/", 2)[:2]), shares)
+
+
+def _share_of(namespace: str, shares: int) -> int:
     return zlib.crc32(namespace.encode("utf-8", "surrogatepass")) % shares
 
 
 def _share_mask(batch: Any, share: int, shares: int, known: dict[str, int]) -> Any:
-    """Which rows of an Arrow batch of channel rows belong to ``share`` (``known``: each key's
-    share, kept across batches: a trace repeats its keys)."""
+    """Which rows of an Arrow batch of channel rows belong to ``share`` (:func:`namespace_share`):
+    the namespaces of the batch's distinct keys cut by Arrow, each distinct namespace's share
+    worked out once (``known``, kept across batches)."""
     import numpy as np
+    import pyarrow.compute as pc
 
-    encoded = batch.column("key").dictionary_encode()
-    keys = encoded.dictionary.to_pylist()
-    table = np.array(
-        [known[k] if k in known else known.setdefault(k, namespace_share(k, shares)) for k in keys] + [0],
-        dtype=np.int64,
-    )
-    indices = encoded.indices.fill_null(len(keys)).to_numpy(zero_copy_only=False)
-    return table[indices] == share
+    keys = batch.column("key").dictionary_encode()  # a dictionary column as it is
+    namespaces = pc.binary_join(pc.list_slice(pc.split_pattern(keys.dictionary, "/", max_splits=2), 0, 2), "/")
+    encoded = namespaces.dictionary_encode()
+    names = encoded.dictionary.to_pylist()
+    per_name = np.array([known[n] if n in known else known.setdefault(n, _share_of(n, shares)) for n in names] + [0])
+    per_key = np.append(per_name[encoded.indices.fill_null(len(names)).to_numpy(zero_copy_only=False)], 0)
+    return per_key[keys.indices.fill_null(len(per_key) - 1).to_numpy(zero_copy_only=False)] == share
 
 
 def _shared_read_fold(
@@ -1456,8 +1521,12 @@ def arrow_columns(batch: Any, names: Sequence[str], words: dict[str, str]) -> li
     columns = []
     for name in names:
         column = batch.column(name)
-        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-            encoded = column.dictionary_encode()
+        if (
+            pa.types.is_dictionary(column.type)
+            or pa.types.is_string(column.type)
+            or pa.types.is_large_string(column.type)
+        ):
+            encoded = column.dictionary_encode()  # a dictionary column as it is
             table: list[str | None] = [words.setdefault(w, w) for w in encoded.dictionary.to_pylist()]
             table.append(None)  # where a null index points
             indices = encoded.indices.fill_null(len(table) - 1).to_pylist()

@@ -41,7 +41,6 @@ from statechan.invariants.replay import (
     TraceReplay,
     holder,
     light,
-    needs,
 )
 from statechan.invariants.violation import Violation as Violation
 from statechan.keys import BadKeyError, Bundle, parse_key
@@ -860,13 +859,13 @@ def _splitting_parent(parent: Bundle, value: ValueView, child: Bundle) -> bool:
     on="step",
     looks_at=("becomes-active",),
 )
-@needs("overlaps-active")
 def single_owner_records(step: Step, ns: Namespace) -> list[Violation]:
     if not _becomes_active(step, ns):
         return []
     value = step.value
     assert value is not None
-    bundle, key, held, bundles, active = step.bundle, step.key, ns.held, ns.bundles, ns.active
+    bundle, held, bundles, active = step.bundle, ns.held, ns.bundles, ns.active
+    key = step.key
     clashing = [
         other_key
         for other_key in ns.overlapping(key)  # one namespace, so overlapping ranges
@@ -895,7 +894,6 @@ def single_owner_records(step: Step, ns: Namespace) -> list[Violation]:
     looks_at=("becomes-active",),
     guards=["#19546", "#19490"],
 )
-@needs("after-deleted")
 def no_resurrection(step: Step, ns: Namespace) -> list[Violation]:
     """The auditor's form of ``no-resurrection``, over replayed records; engines that produce
     observations decide :func:`no_resurrection_step`."""
@@ -926,11 +924,11 @@ def split_partitions_parent(step: Step, ns: Namespace) -> list[Violation]:
     value, prev = step.value, step.prev
     if value is None or value.state is not S.Deleted or prev is None or prev.value.state is not S.Splitting:
         return []
-    parent, since, owned_at, bundles = step.bundle, prev.since_offset, ns.owned_at, ns.bundles
+    parent, since = step.bundle, prev.since_offset
     children = sorted(
-        bundles[key]
-        for key in ns.overlapping(step.key)  # a child is inside its parent's range
-        if owned_at.get(key, -1) > since and _splitting_parent(parent, prev.value, bundles[key])
+        ns.bundles[key]
+        for key, owned in ns.owned_at.items()
+        if owned > since and _splitting_parent(parent, prev.value, ns.bundles[key])
     )
     edge = parent.lower
     for child in children:
@@ -960,7 +958,6 @@ def split_partitions_parent(step: Step, ns: Namespace) -> list[Violation]:
     looks_at=("Assigning", "Owned"),
     guards=["#21811", "#26520"],
 )
-@needs("dst-unregistered")
 def owner_registered(step: Step, ns: Namespace) -> list[Violation]:
     value, prev = step.value, step.prev
     if value is None or value.state not in (S.Assigning, S.Owned) or not ns.registry.present:

@@ -19,16 +19,16 @@ from __future__ import annotations
 import bisect
 import enum
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from statechan.invariants.violation import Violation
 from statechan.keys import Bundle, parse_key
 from statechan.model import DEFAULT_MODEL, load_model
-from statechan.resolver import Reason, offer, rules_for
+from statechan.resolver import Reason, decide, rules_for
 from statechan.states import ServiceUnitState, StorageType
 from statechan.values import ServiceUnitStateData, ValueView, is_blank
 
@@ -198,41 +198,6 @@ FiresAfter = Callable[[ReplaySettings], int] | None
 does not call it for a dwell that short or shorter (a declared shortcut, like :data:`Looks`)."""
 
 
-NEEDS = ("dst-unregistered", "overlaps-active", "after-deleted")
-"""What a step invariant may declare it needs to fire (:func:`needs`), each a condition on the
-step the batch replay (:mod:`statechan.invariants.columnar`) decides for a whole batch at once:
-
-- ``dst-unregistered``: the trace has registry records, and the step's destination broker is not
-  registered at its offset;
-- ``overlaps-active``: another key of the namespace whose hash range overlaps the step's key is
-  held in an active state when the step is taken;
-- ``after-deleted``: the key had an accepted Deleted since its last tombstone.
-
-Like :data:`Looks`, a declared shortcut for speed: each check still guards itself and is correct
-called on anything; the record-at-a-time replay calls it without asking."""
-
-_NEEDED: dict[Callable[..., Any], tuple[str, ...]] = {}
-
-
-def needs(*conditions: str) -> Callable[[StepCheck], StepCheck]:
-    """Declare that a step invariant fires only on steps meeting every one of ``conditions``
-    (:data:`NEEDS`)."""
-    unknown = [c for c in conditions if c not in NEEDS]
-    if unknown:
-        raise ValueError(f"unknown step conditions {unknown} (known: {', '.join(NEEDS)})")
-
-    def declare(check: StepCheck) -> StepCheck:
-        _NEEDED[check] = conditions
-        return check
-
-    return declare
-
-
-def needed(check: Callable[..., Any]) -> tuple[str, ...]:
-    """The conditions a step invariant declared it needs (:func:`needs`)."""
-    return _NEEDED.get(check, ())
-
-
 @dataclass(frozen=True)
 class RecordChecks:
     """The record invariants to run, by the event each looks at."""
@@ -240,10 +205,6 @@ class RecordChecks:
     steps: tuple[tuple[StepCheck, Looks], ...] = ()
     dwells: tuple[tuple[DwellCheck, Looks, FiresAfter], ...] = ()
     deadlines: tuple[DeadlineCheck, ...] = ()
-    narrowed: bool = True
-    """Whether a replay may skip a step check whose declared needs (:func:`needs`) a step does not
-    meet (False: call it on every step its :data:`Looks` names; a test's way to show the
-    shortcut changes nothing)."""
 
 
 Dispatch = dict[enum.Enum | None, dict[enum.Enum | None, tuple[Any, ...]]]
@@ -279,45 +240,9 @@ def _dispatch(
     }
 
 
-class Namespace(Protocol):
-    """What a record invariant may read of one namespace's replay, as it stands when the event is
-    shown (it never writes it): :class:`NamespaceState` in the record-at-a-time replay, a view of
-    a batch's columns in :mod:`statechan.invariants.columnar`."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def settings(self) -> ReplaySettings: ...
-    @property
-    def registry(self) -> Registry: ...
-    @property
-    def active_states(self) -> frozenset[enum.Enum]: ...
-    @property
-    def in_flight_states(self) -> frozenset[enum.Enum]: ...
-    @property
-    def held(self) -> Mapping[str, Held]:
-        """What a reader holds for each key (a key held nothing, or tombstoned, is absent)."""
-    @property
-    def bundles(self) -> Mapping[str, Bundle]:
-        """Each key's bundle (at least every key with an accepted record)."""
-    @property
-    def active(self) -> Collection[str]:
-        """Keys held in an active state."""
-    @property
-    def deleted_at(self) -> Mapping[str, int]:
-        """Keys with an accepted Deleted since their last tombstone: the offset of the first."""
-    @property
-    def owned_at(self) -> Mapping[str, int]:
-        """The offset of each key's last accepted Owned record."""
-
-    def overlapping(self, key: str) -> Iterable[str]:
-        """The other keys of the namespace whose hash ranges overlap ``key``'s: every one with an
-        accepted record so far, and perhaps others (a check filters by what they hold)."""
-
-
 @dataclass
-class NamespaceState:
-    """One namespace's replay state, kept record by record (:class:`NamespaceReplay`)."""
+class Namespace:
+    """One namespace's replay state: what the invariants may read (they never write it)."""
 
     name: str
     settings: ReplaySettings
@@ -326,14 +251,35 @@ class NamespaceState:
     in_flight_states: frozenset[enum.Enum]
     held: dict[str, Held] = field(default_factory=dict)
     bundles: dict[str, Bundle] = field(default_factory=dict)
+    """Each key with an accepted record: its bundle (:meth:`add_bundle`)."""
     active: set[str] = field(default_factory=set)
+    """Keys held in an active state."""
     deleted_at: dict[str, int] = field(default_factory=dict)
+    """Keys with an accepted Deleted since their last tombstone: the offset of the first."""
     owned_at: dict[str, int] = field(default_factory=dict)
+    """The offset of each key's last accepted Owned record."""
+    overlaps: dict[str, list[str]] = field(default_factory=dict)
+    """Each key of :attr:`bundles`: the other keys of :attr:`bundles` whose hash ranges overlap its
+    own (a namespace's bundles partition its range, so most keys have none but a split's parent
+    and children)."""
+
+    def add_bundle(self, key: str, bundle: Bundle) -> None:
+        """A key's first accepted record: its bundle, and which keys' ranges overlap it."""
+        if key in self.bundles:
+            return
+        lower, upper = bundle.lower, bundle.upper
+        mine = []
+        overlaps = self.overlaps
+        for other, b in self.bundles.items():
+            if b.lower < upper and lower < b.upper:
+                mine.append(other)
+                overlaps[other].append(key)
+        overlaps[key] = mine
+        self.bundles[key] = bundle
 
     def overlapping(self, key: str) -> list[str]:
-        bundle = self.bundles[key]
-        lower, upper = bundle.lower, bundle.upper
-        return [k for k, b in self.bundles.items() if b.lower < upper and lower < b.upper and k != key]
+        """The keys with an accepted record whose hash ranges overlap ``key``'s (not itself)."""
+        return self.overlaps.get(key, [])
 
 
 _OWNED = ServiceUnitState.Owned
@@ -378,7 +324,7 @@ class NamespaceReplay:
         plan: ReplayPlan | None = None,
     ) -> None:
         plan = plan or ReplayPlan(checks, settings or ReplaySettings(), registry or Registry())
-        self.state = NamespaceState(name, plan.settings, plan.registry, plan.active, plan.in_flight)
+        self.state = Namespace(name, plan.settings, plan.registry, plan.active, plan.in_flight)
         self.checks = checks
         self.rules = plan.rules
         self.reasons: Counter[Reason] = reasons if reasons is not None else Counter()
@@ -405,62 +351,82 @@ class NamespaceReplay:
     def offer(
         self, key: str, offset: int, time: int, value: ValueView | None, bundle: Bundle | None = None
     ) -> list[Violation]:
-        """Replay one channel record; returns the violations it shows."""
+        """Replay one channel record; returns the violations it shows (``bundle``: the key's, if
+        known)."""
+        return self.offer_run((key,), (offset,), (time,), (value,), bundle)
+
+    def offer_run(
+        self,
+        keys: Sequence[str],
+        offsets: Sequence[int],
+        times: Sequence[int],
+        values: Sequence[ValueView | None],
+        bundle: Bundle | None = None,
+    ) -> list[Violation]:
+        """Replay a run of this namespace's channel records in offset order (the sequences side by
+        side); returns the violations they show. The replay's one loop: :meth:`offer` is a run of
+        one, and the auditor offers each namespace's records of an Arrow batch as one run.
+        ``bundle``: the bundle of a run whose keys are all one key, if known (else parsed from the
+        key on its first accepted record)."""
         ns = self.state
-        found = self._due(time) if time > self._next_due else []
-        held_by_key = ns.held
-        held = held_by_key.get(key)
-        if held is None:
-            held_value = held_state = None
-        else:
-            held_value = held.value
-            held_state = held_value.state
-        value, verdict = offer(self.rules, held_value, value)  # the value held after it
-        reason = verdict.reason
-        self.reasons[reason] += 1
-        if not verdict.accepted:
-            return found
-        if bundle is None:
-            bundle = ns.bundles.get(key) or parse_key(key)
-        if held is None:
-            ns.bundles[key] = bundle
-        state = None if value is None else value.state
-        step_checks = self._steps[held_state][state]
-        if step_checks:
-            step = _new(Step, (key, bundle, offset, time, held, value, reason))
-            for step_check in step_checks:
-                shown = step_check(step, ns)
-                if shown:
-                    found.extend(shown)
-        if held is not None:
-            if held_state is state:
-                held_by_key[key] = _new(Held, (value, held.since_time, held.since_offset))
-                if state is _OWNED:
-                    ns.owned_at[key] = offset
-                return found
-            dwell_checks = self._dwells[held_state]
-            if dwell_checks and time - held.since_time > self._dwell_floor[held_state]:
-                dwell = _new(Dwell, (key, held_value, held.since_time, held.since_offset, time, offset))
-                for dwell_check in dwell_checks:
-                    shown = dwell_check(dwell, ns)
+        found: list[Violation] = []
+        held_by_key, bundles, owned_at, deleted_at, active = ns.held, ns.bundles, ns.owned_at, ns.deleted_at, ns.active
+        active_states, rules, reasons = ns.active_states, self.rules, self.reasons
+        steps, dwells, dwell_floor = self._steps, self._dwells, self._dwell_floor
+        next_due = self._next_due
+        for key, offset, time, value in zip(keys, offsets, times, values, strict=True):
+            if time > next_due:  # the deadlines passed before this record, the namespace as it was then
+                found.extend(self._due(time))
+                next_due = self._next_due
+            held = held_by_key.get(key)
+            if held is None:
+                held_value = held_state = None
+            else:
+                held_value = held.value
+                held_state = held_value.state
+            verdict = decide(rules, held_value, value)  # the resolver's step: a refused value leaves held as it is
+            reason = verdict.reason
+            reasons[reason] += 1
+            if not verdict.accepted:
+                continue
+            if held is None and key not in bundles:
+                ns.add_bundle(key, bundle if bundle is not None else parse_key(key))
+            state = None if value is None else value.state
+            step_checks = steps[held_state][state]
+            if step_checks:
+                step = _new(Step, (key, bundles[key], offset, time, held, value, reason))
+                for step_check in step_checks:
+                    shown = step_check(step, ns)
                     if shown:
                         found.extend(shown)
-        if state is None:
-            held_by_key.pop(key, None)
-            ns.active.discard(key)
-            ns.deleted_at.pop(key, None)
-            return found
-        held_by_key[key] = _new(Held, (value, time, offset))
-        active_states = ns.active_states
-        if state in active_states:
-            if held_state not in active_states:
-                ns.active.add(key)
-        elif held_state in active_states:
-            ns.active.discard(key)
-        if state is _OWNED:
-            ns.owned_at[key] = offset
-        elif state is _DELETED:
-            ns.deleted_at.setdefault(key, offset)
+            if held is not None:
+                if held_state is state:
+                    held_by_key[key] = _new(Held, (value, held.since_time, held.since_offset))
+                    if state is _OWNED:
+                        owned_at[key] = offset
+                    continue
+                dwell_checks = dwells[held_state]
+                if dwell_checks and time - held.since_time > dwell_floor[held_state]:
+                    dwell = _new(Dwell, (key, held_value, held.since_time, held.since_offset, time, offset))
+                    for dwell_check in dwell_checks:
+                        shown = dwell_check(dwell, ns)
+                        if shown:
+                            found.extend(shown)
+            if state is None:
+                held_by_key.pop(key, None)
+                active.discard(key)
+                deleted_at.pop(key, None)
+                continue
+            held_by_key[key] = _new(Held, (value, time, offset))
+            if state in active_states:
+                if held_state not in active_states:
+                    active.add(key)
+            elif held_state in active_states:
+                active.discard(key)
+            if state is _OWNED:
+                owned_at[key] = offset
+            elif state is _DELETED:
+                deleted_at.setdefault(key, offset)
         return found
 
     def finish(self, end_time: int) -> list[Violation]:
