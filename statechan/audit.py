@@ -748,18 +748,61 @@ def _line_numbers(rows: Any, base: int) -> list[int]:
     return [base + i + 1 for i in pc.indices_nonzero(rows).to_pylist()]
 
 
+def _only_channel(group: Any, leaves: Mapping[str, int]) -> bool:
+    """Whether a Parquet row group's statistics say it holds channel records alone (no null kind,
+    every kind ``channel``)."""
+    if "kind" not in leaves:
+        return False
+    kind = group.column(leaves["kind"]).statistics
+    return bool(kind is not None and kind.has_min_max and kind.null_count == 0 and kind.min == kind.max == "channel")
+
+
+def _channel_span(group: Any, leaves: Mapping[str, int]) -> tuple[int, int] | None:
+    """The time span of a Parquet row group whose statistics say it holds channel records alone
+    (:func:`_only_channel`) and no negative time; None when they do not say so."""
+    if not _only_channel(group, leaves) or "time" not in leaves:
+        return None
+    times = group.column(leaves["time"]).statistics
+    if times is None or not times.has_min_max or times.min < 0:
+        return None
+    return int(times.min), int(times.max)
+
+
+def _saw_offsets(scan: _Scan, offsets: Any) -> None:
+    """A batch's channel offsets, in file order: whether they still ascend (nulls aside)."""
+    import pyarrow.compute as pc
+
+    offsets = offsets.drop_null()
+    if len(offsets):
+        scan.saw_offset(offsets[0].as_py())
+        if len(offsets) > 1 and not pc.all(pc.greater_equal(offsets[1:], offsets[:-1])).as_py():
+            scan.in_order = False
+        scan.last = offsets[-1].as_py()
+
+
 def _scan_parquet(path: str, source: int, other: Other, scan: _Scan) -> None:
     """The first pass over a Parquet file: the kind, time and offset columns of every row group,
     a batch at a time (the time span and whether the channel offsets ascend are worked out by
-    Arrow); every column only of the row groups that hold records other than channel records,
-    whose rows alone become Python objects."""
+    Arrow), only the offsets of a row group whose statistics say it holds channel records alone
+    (:func:`_channel_span`); every column only of the row groups that hold records other than
+    channel records, whose rows alone become Python objects."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     others = []  # the row groups with other records
     parquet = pq.ParquetFile(str(path), read_dictionary=["kind"])  # opened once: its footer read once
-    sizes = [parquet.metadata.row_group(g).num_rows for g in range(parquet.metadata.num_row_groups)]
+    meta = parquet.metadata
+    sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+    leaves = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
     for group in range(len(sizes)):
+        span = _channel_span(meta.row_group(group), leaves)
+        if span is not None:  # channel records alone: their offsets are all there is to read
+            other.saw_time(span[0])
+            other.saw_time(span[1])
+            for batch in parquet.iter_batches(DICTIONARY_BATCH_ROWS, row_groups=[group], columns=["offset"]):
+                _saw_offsets(scan, batch.column("offset"))
+            scan.records += sizes[group]
+            continue
         mixed = False
         for batch in parquet.iter_batches(PARQUET_BATCH_ROWS, row_groups=[group], columns=["kind", "time", "offset"]):
             channel = _is_channel(batch)
@@ -767,17 +810,12 @@ def _scan_parquet(path: str, source: int, other: Other, scan: _Scan) -> None:
             mixed = mixed or channel_batch.num_rows < batch.num_rows
             if channel_batch.num_rows:
                 times = channel_batch.column("time")
-                span = pc.min_max(times).as_py()
-                if span["min"] is not None and span["min"] < 0:  # a malformed time is not the trace's
-                    span = pc.min_max(pc.filter(times, pc.greater_equal(times, 0))).as_py()
-                other.saw_time(span["min"])
-                other.saw_time(span["max"])
-                offsets = channel_batch.column("offset").drop_null()
-                if len(offsets):
-                    scan.saw_offset(offsets[0].as_py())
-                    if len(offsets) > 1 and not pc.all(pc.greater_equal(offsets[1:], offsets[:-1])).as_py():
-                        scan.in_order = False
-                    scan.last = offsets[-1].as_py()
+                found = pc.min_max(times).as_py()
+                if found["min"] is not None and found["min"] < 0:  # a malformed time is not the trace's
+                    found = pc.min_max(pc.filter(times, pc.greater_equal(times, 0))).as_py()
+                other.saw_time(found["min"])
+                other.saw_time(found["max"])
+                _saw_offsets(scan, channel_batch.column("offset"))
             scan.records += batch.num_rows
         if mixed:
             others.append(group)
@@ -796,38 +834,42 @@ def _scan_parquet(path: str, source: int, other: Other, scan: _Scan) -> None:
 
 
 DICTIONARY_COLUMNS = ("kind", "key", "state", "dst_broker", "source_broker")
-"""The string columns read from Parquet as dictionaries (:func:`_dictionary_batches`)."""
+"""The string columns read from Parquet as dictionaries (:func:`_parquet_channel_batches`)."""
 DICTIONARY_BATCH_ROWS = 1 << 18
 """Rows of a batch read as dictionaries: a row group's batches share its dictionaries, whose
 strings the replay turns into Python once a batch (:func:`arrow_columns`), so a batch is a whole
 row group up to this size."""
 
 
-def _dictionary_batches(path: str, columns: Sequence[str], row_group: int | None = None) -> Iterator[tuple[int, Any]]:
-    """:func:`statechan.traces.parquet_batches` of ``columns``, the string columns of
-    :data:`DICTIONARY_COLUMNS` read as Arrow dictionaries: Parquet stores them dictionary-encoded,
-    so no string is copied per row, and the replay's own encodings (:func:`arrow_columns`,
-    :meth:`Fold.batch`) find them done. A few thousand keys repeat over millions of records."""
-    import pyarrow.parquet as pq
-
-    parquet = pq.ParquetFile(str(path), read_dictionary=[c for c in columns if c in DICTIONARY_COLUMNS])
-    groups = None if row_group is None else [row_group]
-    base = sum(parquet.metadata.row_group(g).num_rows for g in range(row_group or 0))
-    for batch in parquet.iter_batches(DICTIONARY_BATCH_ROWS, row_groups=groups, columns=list(columns)):
-        yield base, batch
-        base += batch.num_rows
-
-
 def _parquet_channel_batches(path: str, source: int) -> Iterator[Any]:
     """A Parquet file's channel records as Arrow batches of :data:`CHANNEL_COLUMNS`, as the Spark
-    workers get theirs (:meth:`Fold.batch`; the string columns as dictionaries)."""
+    workers get theirs (:meth:`Fold.batch`). The string columns of :data:`DICTIONARY_COLUMNS` are
+    read as Arrow dictionaries: Parquet stores them dictionary-encoded, so no string is copied per
+    row, and the replay's own encodings (:func:`arrow_columns`, :meth:`Fold.batch`) find them done.
+    A row group whose statistics say it holds channel records alone (:func:`_only_channel`) is read
+    without its kind column and taken whole."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
+    import pyarrow.parquet as pq
 
-    for base, batch in _dictionary_batches(path, ["kind", *CHANNEL_COLUMNS[:-1]]):
-        channel = _is_channel(batch)
-        rows = pc.add(pc.indices_nonzero(channel).cast(pa.int64()), _row_id(source, base + 1))
-        yield batch.filter(channel).select(list(CHANNEL_COLUMNS[:-1])).append_column("row", rows)
+    columns = list(CHANNEL_COLUMNS[:-1])
+    parquet = pq.ParquetFile(str(path), read_dictionary=[c for c in ["kind", *columns] if c in DICTIONARY_COLUMNS])
+    meta = parquet.metadata
+    leaves = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
+    base = 0
+    for group in range(meta.num_row_groups):
+        alone = _only_channel(meta.row_group(group), leaves)
+        read = columns if alone else ["kind", *columns]
+        for batch in parquet.iter_batches(DICTIONARY_BATCH_ROWS, row_groups=[group], columns=read):
+            first = _row_id(source, base + 1)
+            base += batch.num_rows
+            if alone:
+                yield batch.append_column("row", pa.array(np.arange(first, first + batch.num_rows, dtype=np.int64)))
+                continue
+            channel = _is_channel(batch)
+            rows = pc.add(pc.indices_nonzero(channel).cast(pa.int64()), first)
+            yield batch.filter(channel).select(columns).append_column("row", rows)
 
 
 _OFFSET = CHANNEL_COLUMNS.index("offset")
