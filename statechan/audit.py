@@ -1314,7 +1314,8 @@ def audit_spark(
                 f"a share of its namespaces in file order ({len(other.registry)} registry events)"
             )
             tasks = spark.range(slots, numPartitions=slots)
-            fold = _shared_read_fold(list(enumerate(paths)), slots, settings, other.registry, end_time, other.refused)
+            inputs = [(source, str(Path(path).resolve())) for source, path in enumerate(paths)]  # workers run elsewhere
+            fold = _shared_read_fold(inputs, slots, settings, other.registry, end_time, other.refused)
             with StageProgress(spark, slots, lambda done, s: note(f"replayed {done}/{slots} shares ({s:.0f} s)")):
                 partials = tasks.mapInArrow(fold, "partial string").collect()
             merged = Partial(settings.examples)
