@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 import json
 import os
 import pickle
@@ -22,6 +23,7 @@ import re
 import sys
 import tempfile
 import time
+import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,6 +58,7 @@ from statechan.model import DEFAULT_MODEL
 from statechan.resolver import Reason
 from statechan.states import ServiceUnitState, StorageType
 from statechan.traces import (
+    PARQUET_BATCH_ROWS,
     PARQUET_COLUMNS,
     AnyRecord,
     BadLine,
@@ -71,7 +74,6 @@ from statechan.traces import (
     flat_row,
     from_flat_row,
     is_parquet,
-    parquet_batches,
     parquet_rows,
     read_lines,
     row_text,
@@ -323,6 +325,9 @@ class Fold:
         self.replay = TraceReplay(record_checks(settings.ids()), settings.replay(), Registry(registry_events))
         self.route: dict[str, tuple[NamespaceReplay, Bundle]] = {}
         """Each key seen: its namespace's replay and its bundle."""
+        self.replays: list[NamespaceReplay] = []
+        self.numbers: dict[str, int] = {}
+        """Each namespace of an Arrow batch so far: its replay's place in :attr:`replays`."""
         self.words: dict[str, str] = {}
         """Each distinct string of the batches, one object (see :func:`arrow_columns`)."""
         self.values: dict[tuple[Any, ...], tuple[Any, ...] | None] = {}
@@ -342,24 +347,27 @@ class Fold:
         if clean is None:
             self.rows(zip(*arrow_columns(batch, CHANNEL_COLUMNS, self.words), strict=True))
             return
-        route, namespace_of, record = self.route, self.replay.namespace_of, self._record
-        for key, offset, when, value in zip(*clean, strict=True):
-            target = route.get(key)
-            if target is None:
-                target = route[key] = namespace_of(key)
-            found = target[0].offer(key, offset, when, value, target[1])
+        keys, offsets, times, values, runs = clean
+        record = self._record
+        for replay, lo, hi in runs:
+            found = replay.offer_run(keys[lo:hi], offsets[lo:hi], times[lo:hi], values[lo:hi])
             if found:
                 record(found)
         self.partial.channel += batch.num_rows
 
-    def _columns(self, batch: Any) -> tuple[list[str], list[int], list[int], list[Value | None]] | None:
-        """The batch's keys, offsets, times and values as Python lists, or None if a row of it is
-        not a record the replay can take as it is."""
+    def _columns(
+        self, batch: Any
+    ) -> tuple[list[str], list[int], list[int], list[Value | None], list[tuple[NamespaceReplay, int, int]]] | None:
+        """The batch's keys, offsets, times and values as Python lists, its rows grouped by
+        namespace (stably: each namespace's in the batch's order; namespaces are independent), with
+        the runs of rows of each namespace (its replay, first row, row after the last); or None if a
+        row of it is not a record the replay can take as it is."""
+        import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
 
         if not batch.num_rows:
-            return [], [], [], []
+            return [], [], [], [], []
         offsets, times = batch.column("offset"), batch.column("time")
         if batch.column("key").null_count or offsets.null_count or times.null_count:
             return None
@@ -368,16 +376,41 @@ class Fold:
         if self.refused and pc.any(pc.is_in(batch.column("row"), value_set=pa.array(list(self.refused)))).as_py():
             return None
         has_value = pc.fill_null(batch.column("has_value"), False)
-        versions = batch.column("version_id")
-        if pc.any(pc.and_(has_value, pc.is_null(versions))).as_py():
+        if pc.any(pc.and_(has_value, pc.is_null(batch.column("version_id")))).as_py():
             return None
-        keys = arrow_columns(batch, ("key",), self.words)[0]
-        if any(k not in self.route and not _is_key(k) for k in set(keys)):
-            return None
-        values = self._values(batch, has_value, versions.to_pylist())
+        encoded = batch.column("key").dictionary_encode()  # a dictionary column as it is
+        indices = encoded.indices.to_numpy(zero_copy_only=False)
+        words = self.words
+        distinct = [words.setdefault(w, w) for w in encoded.dictionary.to_pylist()]
+        used = np.unique(indices).tolist()  # a dictionary read from Parquet may hold keys of other rows
+        route, numbers, namespace_of = self.route, self.numbers, self.replay.namespace_of
+        number = np.full(len(distinct), -1, dtype=np.int64)
+        for i in used:
+            key = distinct[i]
+            target = route.get(key)
+            if target is None:
+                if not _is_key(key):
+                    return None
+                target = route[key] = namespace_of(key)
+            replay = target[0]
+            found = numbers.get(replay.state.name)
+            if found is None:
+                found = numbers[replay.state.name] = len(self.replays)
+                self.replays.append(replay)
+            number[i] = found
+        of_row = number[indices]
+        order = np.argsort(of_row, kind="stable")
+        batch = batch.take(pa.array(order))
+        has_value = has_value.take(pa.array(order))
+        grouped = of_row[order]
+        starts = [0, *(np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist(), len(grouped)]
+        replays = self.replays
+        runs = [(replays[int(grouped[lo])], lo, hi) for lo, hi in itertools.pairwise(starts)]
+        values = self._values(batch, has_value, batch.column("version_id").to_pylist())
         if values is None:
             return None
-        return keys, offsets.to_pylist(), times.to_pylist(), values
+        keys = [distinct[i] for i in indices[order].tolist()]
+        return keys, batch.column("offset").to_pylist(), batch.column("time").to_pylist(), values, runs
 
     def _values(self, batch: Any, has_value: Any, versions: list[int | None]) -> list[Value | None] | None:
         """Each row's value (None: a tombstone), each distinct (state, dst, src, force) validated
@@ -715,57 +748,128 @@ def _line_numbers(rows: Any, base: int) -> list[int]:
     return [base + i + 1 for i in pc.indices_nonzero(rows).to_pylist()]
 
 
+def _only_channel(group: Any, leaves: Mapping[str, int]) -> bool:
+    """Whether a Parquet row group's statistics say it holds channel records alone (no null kind,
+    every kind ``channel``)."""
+    if "kind" not in leaves:
+        return False
+    kind = group.column(leaves["kind"]).statistics
+    return bool(kind is not None and kind.has_min_max and kind.null_count == 0 and kind.min == kind.max == "channel")
+
+
+def _channel_span(group: Any, leaves: Mapping[str, int]) -> tuple[int, int] | None:
+    """The time span of a Parquet row group whose statistics say it holds channel records alone
+    (:func:`_only_channel`) and no negative time; None when they do not say so."""
+    if not _only_channel(group, leaves) or "time" not in leaves:
+        return None
+    times = group.column(leaves["time"]).statistics
+    if times is None or not times.has_min_max or times.min < 0:
+        return None
+    return int(times.min), int(times.max)
+
+
+def _saw_offsets(scan: _Scan, offsets: Any) -> None:
+    """A batch's channel offsets, in file order: whether they still ascend (nulls aside)."""
+    import pyarrow.compute as pc
+
+    offsets = offsets.drop_null()
+    if len(offsets):
+        scan.saw_offset(offsets[0].as_py())
+        if len(offsets) > 1 and not pc.all(pc.greater_equal(offsets[1:], offsets[:-1])).as_py():
+            scan.in_order = False
+        scan.last = offsets[-1].as_py()
+
+
 def _scan_parquet(path: str, source: int, other: Other, scan: _Scan) -> None:
     """The first pass over a Parquet file: the kind, time and offset columns of every row group,
     a batch at a time (the time span and whether the channel offsets ascend are worked out by
-    Arrow); every column only of the row groups that hold records other than channel records,
-    whose rows alone become Python objects."""
+    Arrow), only the offsets of a row group whose statistics say it holds channel records alone
+    (:func:`_channel_span`); every column only of the row groups that hold records other than
+    channel records, whose rows alone become Python objects."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     others = []  # the row groups with other records
-    for group in range(pq.ParquetFile(path).metadata.num_row_groups):
+    parquet = pq.ParquetFile(str(path), read_dictionary=["kind"])  # opened once: its footer read once
+    meta = parquet.metadata
+    sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+    leaves = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
+    for group in range(len(sizes)):
+        span = _channel_span(meta.row_group(group), leaves)
+        if span is not None:  # channel records alone: their offsets are all there is to read
+            other.saw_time(span[0])
+            other.saw_time(span[1])
+            for batch in parquet.iter_batches(DICTIONARY_BATCH_ROWS, row_groups=[group], columns=["offset"]):
+                _saw_offsets(scan, batch.column("offset"))
+            scan.records += sizes[group]
+            continue
         mixed = False
-        for _, batch in parquet_batches(path, ["kind", "time", "offset"], group):
+        for batch in parquet.iter_batches(PARQUET_BATCH_ROWS, row_groups=[group], columns=["kind", "time", "offset"]):
             channel = _is_channel(batch)
             channel_batch = batch.filter(channel)
             mixed = mixed or channel_batch.num_rows < batch.num_rows
             if channel_batch.num_rows:
                 times = channel_batch.column("time")
-                span = pc.min_max(times).as_py()
-                if span["min"] is not None and span["min"] < 0:  # a malformed time is not the trace's
-                    span = pc.min_max(pc.filter(times, pc.greater_equal(times, 0))).as_py()
-                other.saw_time(span["min"])
-                other.saw_time(span["max"])
-                offsets = channel_batch.column("offset").drop_null()
-                if len(offsets):
-                    scan.saw_offset(offsets[0].as_py())
-                    if len(offsets) > 1 and not pc.all(pc.greater_equal(offsets[1:], offsets[:-1])).as_py():
-                        scan.in_order = False
-                    scan.last = offsets[-1].as_py()
+                found = pc.min_max(times).as_py()
+                if found["min"] is not None and found["min"] < 0:  # a malformed time is not the trace's
+                    found = pc.min_max(pc.filter(times, pc.greater_equal(times, 0))).as_py()
+                other.saw_time(found["min"])
+                other.saw_time(found["max"])
+                _saw_offsets(scan, channel_batch.column("offset"))
             scan.records += batch.num_rows
         if mixed:
             others.append(group)
     other.refused.update(((source, line), found) for line, found in split_map_errors(path).items())
+    whole = pq.ParquetFile(str(path)) if others else None
     for group in others:
-        for base, batch in parquet_batches(path, row_group=group):
+        assert whole is not None
+        base = sum(sizes[:group])
+        for batch in whole.iter_batches(PARQUET_BATCH_ROWS, row_groups=[group]):
             rest = pc.invert(_is_channel(batch))
             lines = _line_numbers(rest, base)
             for line, row in zip(lines, batch.filter(rest).to_pylist(), strict=True):
                 row.update(source=source, line=line, error=None, text=None)
                 _note_other(other, row, source, line)
+            base += batch.num_rows
+
+
+DICTIONARY_COLUMNS = ("kind", "key", "state", "dst_broker", "source_broker")
+"""The string columns read from Parquet as dictionaries (:func:`_parquet_channel_batches`)."""
+DICTIONARY_BATCH_ROWS = 1 << 18
+"""Rows of a batch read as dictionaries: a row group's batches share its dictionaries, whose
+strings the replay turns into Python once a batch (:func:`arrow_columns`), so a batch is a whole
+row group up to this size."""
 
 
 def _parquet_channel_batches(path: str, source: int) -> Iterator[Any]:
     """A Parquet file's channel records as Arrow batches of :data:`CHANNEL_COLUMNS`, as the Spark
-    workers get theirs (:meth:`Fold.batch`)."""
+    workers get theirs (:meth:`Fold.batch`). The string columns of :data:`DICTIONARY_COLUMNS` are
+    read as Arrow dictionaries: Parquet stores them dictionary-encoded, so no string is copied per
+    row, and the replay's own encodings (:func:`arrow_columns`, :meth:`Fold.batch`) find them done.
+    A row group whose statistics say it holds channel records alone (:func:`_only_channel`) is read
+    without its kind column and taken whole."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
+    import pyarrow.parquet as pq
 
-    for base, batch in parquet_batches(path, ["kind", *CHANNEL_COLUMNS[:-1]]):
-        channel = _is_channel(batch)
-        rows = pc.add(pc.indices_nonzero(channel).cast(pa.int64()), _row_id(source, base + 1))
-        yield batch.filter(channel).select(list(CHANNEL_COLUMNS[:-1])).append_column("row", rows)
+    columns = list(CHANNEL_COLUMNS[:-1])
+    parquet = pq.ParquetFile(str(path), read_dictionary=[c for c in ["kind", *columns] if c in DICTIONARY_COLUMNS])
+    meta = parquet.metadata
+    leaves = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
+    base = 0
+    for group in range(meta.num_row_groups):
+        alone = _only_channel(meta.row_group(group), leaves)
+        read = columns if alone else ["kind", *columns]
+        for batch in parquet.iter_batches(DICTIONARY_BATCH_ROWS, row_groups=[group], columns=read):
+            first = _row_id(source, base + 1)
+            base += batch.num_rows
+            if alone:
+                yield batch.append_column("row", pa.array(np.arange(first, first + batch.num_rows, dtype=np.int64)))
+                continue
+            channel = _is_channel(batch)
+            rows = pc.add(pc.indices_nonzero(channel).cast(pa.int64()), first)
+            yield batch.filter(channel).select(columns).append_column("row", rows)
 
 
 _OFFSET = CHANNEL_COLUMNS.index("offset")
@@ -777,11 +881,11 @@ def _offset_order(row: tuple[Any, ...]) -> tuple[bool, int]:
     return (offset is not None, offset or 0)
 
 
-def audit_local(
-    paths: Sequence[str], settings: AuditSettings, progress: Callable[[str], None] | None = None
-) -> tuple[Partial, Other]:
-    """Audit in this process: a pass for the registry and the time span, then the replay."""
-    note = progress or (lambda _: None)
+def first_pass(paths: Sequence[str]) -> tuple[Other, _Scan]:
+    """The pass before the replay, in this process: the records that are not channel records
+    (validated whole), the time span, the record count, and whether the channel offsets ascend
+    over the inputs in the order given. A Parquet file's kind, time and offset columns are read
+    by Arrow (:func:`_scan_parquet`)."""
     other = Other()
     scan = _Scan()
     for source, path in enumerate(paths):
@@ -797,6 +901,15 @@ def audit_local(
                     scan.saw_offset(offset)
             else:
                 _note_other(other, row, row.get("source") or 0, row.get("line"))
+    return other, scan
+
+
+def audit_local(
+    paths: Sequence[str], settings: AuditSettings, progress: Callable[[str], None] | None = None
+) -> tuple[Partial, Other]:
+    """Audit in this process: a pass for the registry and the time span, then the replay."""
+    note = progress or (lambda _: None)
+    other, scan = first_pass(paths)
     records, in_order = scan.records, scan.in_order
     history = settings.keeps_history(other.view)
     fold = Fold(settings, other.registry, other.max_time or 0, other.refused)
@@ -1027,7 +1140,12 @@ def default_partitions(spark: Any, records: int) -> int:
     """About 250,000 records a partition, and four per task slot at least: small partitions keep
     every core busy to the end (the fold of one partition is serial) and let one partition's sort
     overlap another's replay."""
-    return int(max(4 * task_slots(spark), -(-records // 250_000)))
+    return partitions_for(task_slots(spark), records)
+
+
+def partitions_for(slots: int, records: int) -> int:
+    """:func:`default_partitions` for a session that runs ``slots`` tasks at once."""
+    return int(max(4 * slots, -(-records // 250_000)))
 
 
 ROW_SPAN = 1 << 40
@@ -1123,6 +1241,17 @@ def _line_parser(source: int, before: Mapping[int, int], schema: Any) -> Callabl
     return parse
 
 
+READ_CHOICES = ("auto", "workers", "spark")
+"""How the Spark engine gets each namespace's channel records to its Python workers in offset
+order (:func:`audit_spark`)."""
+WORKERS_READ_SLOTS = 8
+"""``read="auto"`` lets the workers read the trace themselves when the session runs at most this
+many tasks at once: each task reads the whole trace (about 0.2-0.4 µs of CPU a record, Arrow's
+reader), where Spark's shuffle and sort and the hand-over to Python cost some 6 µs a record in
+all (docs/benchmarks.md, *Audit*), so the workers' reads cost less up to a few dozen tasks; the
+bound leaves room for a shared file system's bandwidth."""
+
+
 def audit_spark(
     paths: Sequence[str],
     settings: AuditSettings,
@@ -1132,15 +1261,32 @@ def audit_spark(
     spark: Any = None,
     ship_code: bool | None = None,
     start_spark: Callable[[], Any] | None = None,
+    read: str = "auto",
 ) -> tuple[Partial, Other, int]:
     """Audit on Spark, classic or Connect, through the DataFrame API alone; returns the merged
     partial, the other records, and all records read. ``ship_code``: send this code to the
     executors (:func:`code_zip`); by default only when the master is not local (local workers
     import what the driver imports). ``start_spark``: how to start a session when ``spark`` is not
-    given (default :func:`spark_session` on ``master``)."""
+    given (default :func:`spark_session` on ``master``).
+
+    ``read`` says how each namespace's records reach a Python worker in offset order. ``spark``:
+    Spark reads the inputs, shuffles the channel records by namespace and sorts each partition by
+    offset. ``workers``: for Parquet inputs whose offsets already ascend (as the format asks),
+    one task per task slot reads every input itself, through Arrow, and replays its share of the
+    namespaces in file order: no shuffle, no sort, no hand-over from the JVM (every task reads
+    the whole trace; the history invariants, which need each key's records together, always go
+    through Spark). ``auto``: ``workers`` where it applies and the session runs at most
+    :data:`WORKERS_READ_SLOTS` tasks at once, else ``spark``."""
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
+    if read not in READ_CHOICES:
+        raise ValueError(f"read={read!r}: one of {', '.join(READ_CHOICES)}")
+    parquet = all(is_parquet(p) for p in paths)
+    if read == "workers" and not parquet:
+        raise ValueError("--read workers: the workers read Parquet traces only (convert: statechan traces convert)")
+    if read == "workers" and settings.history:
+        raise ValueError("--read workers: the history invariants need each key's records together (Spark's sort)")
     note = progress or (lambda _: None)
     spark = spark or (start_spark or (lambda: spark_session(master)))()
     if ship_code is None:
@@ -1149,35 +1295,46 @@ def audit_spark(
         bundle = code_zip()
         note(f"sending the auditor's code to the executors ({bundle.name})")
         spark.addArtifacts(str(bundle), pyfile=True)
+    slots = task_slots(spark)
+    scanned: tuple[Other, _Scan] | None = None
+    wanted = read == "workers" or (read == "auto" and slots <= WORKERS_READ_SLOTS)
+    if parquet and wanted and settings.history is not True:
+        note("reading: registry, leader and malformed records, the time span and the offsets' order")
+        scanned = first_pass(paths)
+        other, scan = scanned
+        workers = scan.in_order and not settings.keeps_history(other.view)
+        if read == "workers" and not workers:
+            why = "not in offset order" if not scan.in_order else "has view records (the history invariants)"
+            raise ValueError(f"--read workers: the trace {why}; --read spark (or auto) replays it")
+        if workers:
+            end_time = other.max_time or 0
+            channel_rows = scan.records - len(other.registry) - other.leader - other.view - len(other.malformed)
+            note(
+                f"replaying {channel_rows:,} channel records: {slots} tasks each read the trace and replay "
+                f"a share of its namespaces in file order ({len(other.registry)} registry events)"
+            )
+            tasks = spark.range(slots, numPartitions=slots)
+            inputs = [(source, str(Path(path).resolve())) for source, path in enumerate(paths)]  # workers run elsewhere
+            fold = _shared_read_fold(inputs, slots, settings, other.registry, end_time, other.refused)
+            with StageProgress(spark, slots, lambda done, s: note(f"replayed {done}/{slots} shares ({s:.0f} s)")):
+                partials = tasks.mapInArrow(fold, "partial string").collect()
+            merged = Partial(settings.examples)
+            for row in partials:
+                merged.merge(Partial.from_json(row["partial"]))
+            merged.malformed[:0] = other.malformed
+            return merged, other, scan.records
     frame = _spark_frame(spark, paths)
-    if any(not is_parquet(p) for p in paths):
+    if not parquet:
         frame = frame.persist(StorageLevel.MEMORY_AND_DISK)  # parsed once, read twice
-    note("reading: registry, leader and malformed records, and the time span")
-    # two passes on purpose: the filter on kind and the count and span each get Parquet's pushdowns;
-    # one aggregate over every row was several times slower (docs/benchmarks.md)
-    other = Other()
-    for row in frame.where((F.col("kind") != "channel") | F.col("kind").isNull()).collect():
-        data = row.asDict(recursive=True)
-        _note_other(other, data, data.get("source") or 0, data.get("line"))
-    others = len(other.registry) + other.leader + other.view + len(other.malformed)
-    for index, path in enumerate(paths):
-        if is_parquet(path):  # on the driver, from the one column: the workers' replay reads no split map
-            other.refused.update(((index, line), found) for line, found in split_map_errors(path).items())
-    if all(is_parquet(p) for p in paths):  # count and span from the files' footers
-        raw = spark.read.parquet(*[str(Path(p).resolve()) for p in paths])
-        span = raw.agg(F.count(F.lit(1)).alias("n"), F.max("time").alias("hi"), F.min("time").alias("lo")).first()
-        records, channel_rows = span["n"], span["n"] - others
+    if scanned is not None:  # what the pass in this process found is what Spark's would
+        other, scan = scanned
+        records = scan.records
+        channel_rows = records - len(other.registry) - other.leader - other.view - len(other.malformed)
     else:
-        channel = frame.where(F.col("kind") == "channel")
-        span = channel.agg(F.count(F.lit(1)).alias("n"), F.max("time").alias("hi"), F.min("time").alias("lo")).first()
-        records, channel_rows = span["n"] + others, span["n"]
-    if span["lo"] is not None and span["lo"] < 0:  # a malformed time is not the trace's: the span without it
-        span = frame.where(F.col("time") >= 0).agg(F.max("time").alias("hi"), F.min("time").alias("lo")).first()
-    other.saw_time(span["hi"])
-    other.saw_time(span["lo"])
+        other, records, channel_rows = _spark_first_pass(spark, frame, paths, note)
     end_time = other.max_time or 0
     history = settings.keeps_history(other.view)
-    count = partitions or default_partitions(spark, channel_rows + (other.view if history else 0))
+    count = partitions or partitions_for(slots, channel_rows + (other.view if history else 0))
     views = f" with {other.view:,} view records for the history invariants" if history else ""
     note(
         f"replaying {channel_rows:,} channel records{views} in {count} partitions by namespace "
@@ -1215,6 +1372,40 @@ def audit_spark(
     if frame.is_cached:
         frame.unpersist()
     return merged, other, records
+
+
+def _spark_first_pass(
+    spark: Any, frame: Any, paths: Sequence[str], note: Callable[[str], None]
+) -> tuple[Other, int, int]:
+    """The pass before the replay, through Spark: the other records (collected to the driver and
+    validated whole), the split maps, the record count and the time span; returns the other
+    records, all records and the channel records."""
+    from pyspark.sql import functions as F
+
+    note("reading: registry, leader and malformed records, and the time span")
+    # two passes on purpose: the filter on kind and the count and span each get Parquet's pushdowns;
+    # one aggregate over every row was several times slower (docs/benchmarks.md)
+    other = Other()
+    for row in frame.where((F.col("kind") != "channel") | F.col("kind").isNull()).collect():
+        data = row.asDict(recursive=True)
+        _note_other(other, data, data.get("source") or 0, data.get("line"))
+    others = len(other.registry) + other.leader + other.view + len(other.malformed)
+    for index, path in enumerate(paths):
+        if is_parquet(path):  # on the driver, from the one column: the workers' replay reads no split map
+            other.refused.update(((index, line), found) for line, found in split_map_errors(path).items())
+    if all(is_parquet(p) for p in paths):  # count and span from the files' footers
+        raw = spark.read.parquet(*[str(Path(p).resolve()) for p in paths])
+        span = raw.agg(F.count(F.lit(1)).alias("n"), F.max("time").alias("hi"), F.min("time").alias("lo")).first()
+        records, channel_rows = span["n"], span["n"] - others
+    else:
+        channel = frame.where(F.col("kind") == "channel")
+        span = channel.agg(F.count(F.lit(1)).alias("n"), F.max("time").alias("hi"), F.min("time").alias("lo")).first()
+        records, channel_rows = span["n"] + others, span["n"]
+    if span["lo"] is not None and span["lo"] < 0:  # a malformed time is not the trace's: the span without it
+        span = frame.where(F.col("time") >= 0).agg(F.max("time").alias("hi"), F.min("time").alias("lo")).first()
+    other.saw_time(span["hi"])
+    other.saw_time(span["lo"])
+    return other, records, channel_rows
 
 
 class StageProgress:
@@ -1289,6 +1480,64 @@ def _arrow_fold(
     return fold
 
 
+def namespace_share(key: str | None, shares: int) -> int:
+    """Which of ``shares`` tasks replays the key's namespace when the workers read the trace
+    themselves: the same answer in every process (a CRC of the namespace, the key up to its second
+    ``/``, as Spark's ``substring_index`` takes it), 0 for a row without a key."""
+    if key is None:
+        return 0
+    return _share_of("/".join(key.split("/", 2)[:2]), shares)
+
+
+def _share_of(namespace: str, shares: int) -> int:
+    return zlib.crc32(namespace.encode("utf-8", "surrogatepass")) % shares
+
+
+def _share_mask(batch: Any, share: int, shares: int, known: dict[str, int]) -> Any:
+    """Which rows of an Arrow batch of channel rows belong to ``share`` (:func:`namespace_share`):
+    the namespaces of the batch's distinct keys cut by Arrow, each distinct namespace's share
+    worked out once (``known``, kept across batches)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    keys = batch.column("key").dictionary_encode()  # a dictionary column as it is
+    namespaces = pc.binary_join(pc.list_slice(pc.split_pattern(keys.dictionary, "/", max_splits=2), 0, 2), "/")
+    encoded = namespaces.dictionary_encode()
+    names = encoded.dictionary.to_pylist()
+    per_name = np.array([known[n] if n in known else known.setdefault(n, _share_of(n, shares)) for n in names] + [0])
+    per_key = np.append(per_name[encoded.indices.fill_null(len(names)).to_numpy(zero_copy_only=False)], 0)
+    return per_key[keys.indices.fill_null(len(per_key) - 1).to_numpy(zero_copy_only=False)] == share
+
+
+def _shared_read_fold(
+    inputs: Sequence[tuple[int, str]],
+    shares: int,
+    settings: AuditSettings,
+    registry: list[tuple[int, int, str, bool]],
+    end_time: int,
+    refused: Mapping[tuple[int, int], tuple[str, str]] | None = None,
+) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The replay of one share of the namespaces, as a ``mapInArrow`` function over a range of
+    share numbers (runs in the Python workers): every Parquet input read here, through Arrow, a
+    batch at a time in file order (offset order: the first pass checked it), and the rows of the
+    share's namespaces replayed as the local engine replays them."""
+
+    def fold(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        for batch in batches:
+            for share in batch.column("id").to_pylist():
+                work = Fold(settings, registry, end_time, refused)
+                known: dict[str, int] = {}
+                with collector_paused():
+                    for source, path in inputs:
+                        for part in _parquet_channel_batches(path, source):
+                            work.batch(part.filter(_share_mask(part, share, shares, known)))
+                yield pa.RecordBatch.from_pydict({"partial": [work.finish().to_json()]})
+
+    return fold
+
+
 def _arrow_histories(settings: AuditSettings) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """The per-partition history invariants, as a ``mapInArrow`` function over channel and view
     rows in :data:`HistoryItem` order (Spark sorted them, spilling as it must): the partial's
@@ -1315,8 +1564,12 @@ def arrow_columns(batch: Any, names: Sequence[str], words: dict[str, str]) -> li
     columns = []
     for name in names:
         column = batch.column(name)
-        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-            encoded = column.dictionary_encode()
+        if (
+            pa.types.is_dictionary(column.type)
+            or pa.types.is_string(column.type)
+            or pa.types.is_large_string(column.type)
+        ):
+            encoded = column.dictionary_encode()  # a dictionary column as it is
             table: list[str | None] = [words.setdefault(w, w) for w in encoded.dictionary.to_pylist()]
             table.append(None)  # where a null index points
             indices = encoded.indices.fill_null(len(table) - 1).to_pylist()
@@ -1462,10 +1715,12 @@ def audit(
     spark: Any = None,
     ship_code: bool | None = None,
     start_spark: Callable[[], Any] | None = None,
+    read: str = "auto",
 ) -> AuditReport:
     """Audit trace files (JSON Lines, ``.gz``, or Parquet); write the report (and the quarantine
     file, if anything was malformed) when ``report_path`` is given. ``start_spark`` starts the
-    session (when ``spark`` is not given) once the inputs and outputs are checked."""
+    session (when ``spark`` is not given) once the inputs and outputs are checked; ``read``: how
+    the Spark engine reads the trace (:func:`audit_spark`)."""
     settings = settings or AuditSettings()
     settings.ids()  # an unknown invariant fails before any work
     if not paths:
@@ -1477,10 +1732,12 @@ def audit(
         check_report(report_path, names)
     if ship_code and engine != "spark":
         raise ValueError(f"shipping the code is for the spark engine, not {engine!r}")
+    if read != "auto" and engine != "spark":
+        raise ValueError(f"how Spark reads the trace is for the spark engine, not {engine!r}")
     started = time.perf_counter()
     if engine == "spark":
         partial, other, records = audit_spark(
-            names, settings, master, partitions, progress, spark, ship_code, start_spark
+            names, settings, master, partitions, progress, spark, ship_code, start_spark, read
         )
     elif engine == "local":
         partial, other = audit_local(names, settings, progress)

@@ -647,6 +647,9 @@ def bench_audit(records: int) -> list[Figure]:
         "file": f"{path} ({os.path.getsize(path) / mib:.0f} MiB, {summary['records']:,} records, "
         f"{summary['bundles']:,} bundles, {summary['namespaces']:,} namespaces)",
         "master": master,
+        "read": "the audit's default (auto): for a Parquet trace in offset order each Spark task reads the file "
+        "through Arrow and replays its share of the namespaces, without Spark's shuffle and sort, which the floor "
+        "keeps; the read floor reads and aggregates",
         "load average before (1, 5, 15 min)": ", ".join(f"{x:.2f}" for x in load),
         "time per record": f"audit {per_record(audit)}; floor {per_record(floor)}",
         "CPU seconds of the process trees": f"audit {audit.tree_cpu_seconds:.0f}, floor {floor.tree_cpu_seconds:.0f}, "

@@ -1251,6 +1251,14 @@ class Engine(enum.Enum):
     local = "local"
 
 
+class SparkRead(enum.Enum):
+    """How the Spark engine reads a trace (:func:`statechan.audit.audit_spark`)."""
+
+    auto = "auto"
+    workers = "workers"
+    spark = "spark"
+
+
 @app.command("mutate")
 def mutate_command(
     model: Annotated[str, typer.Argument(help="A built-in model name or a model file (.toml).")] = DEFAULT_MODEL,
@@ -1445,6 +1453,15 @@ def audit_command(
             "linked to its key's story as a sequence diagram."
         ),
     ] = None,
+    read: Annotated[
+        SparkRead,
+        typer.Option(
+            help="How Spark's Python workers get each namespace's records in offset order: workers (each task reads "
+            "the Parquet trace itself and replays its share of the namespaces, in file order: no shuffle or sort), "
+            "spark (Spark reads, shuffles by namespace and sorts), or auto (workers for Parquet in offset order on "
+            "a session of at most 8 task slots, without the history invariants).",
+        ),
+    ] = SparkRead.auto,
 ) -> None:
     """Audit recorded channel records against the protocol and report every violation.
 
@@ -1471,8 +1488,9 @@ def audit_command(
         raise typer.Exit(2) from None
     inputs = _trace_files(paths)
     spark_conf = _spark_conf(conf or [])
-    if (spark_conf or remote) and engine is not Engine.spark:
-        err.print(f"[red]error:[/red] {'--conf' if spark_conf else '--remote'} is for the spark engine")
+    if (spark_conf or remote or read is not SparkRead.auto) and engine is not Engine.spark:
+        given = "--conf" if spark_conf else "--remote" if remote else "--read"
+        err.print(f"[red]error:[/red] {given} is for the spark engine")
         raise typer.Exit(2)
     _writable(html, "--html", [*inputs, report], "a trace or the --report file")
     try:
@@ -1497,6 +1515,7 @@ def audit_command(
             start_spark=lambda: _held_back(
                 lambda: spark_session(master, conf=progress_bar | spark_conf, remote=remote)
             ),
+            read=read.value,
         )
     except ModuleNotFoundError:  # an extra not installed: statechan.__main__ names it
         raise

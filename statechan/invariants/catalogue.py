@@ -864,15 +864,13 @@ def single_owner_records(step: Step, ns: Namespace) -> list[Violation]:
         return []
     value = step.value
     assert value is not None
-    bundle, key, held, bundles = step.bundle, step.key, ns.held, ns.bundles
-    lower, upper = bundle.lower, bundle.upper
+    bundle, held, bundles, active = step.bundle, ns.held, ns.bundles, ns.active
+    key = step.key
     clashing = [
         other_key
-        for other_key in ns.active
-        if (other := bundles[other_key]).lower < upper  # overlaps (one namespace, so ranges only)
-        and lower < other.upper
-        and other_key != key
-        and not _splitting_parent(other, held[other_key].value, bundle)
+        for other_key in ns.overlapping(key)  # one namespace, so overlapping ranges
+        if other_key in active
+        and not _splitting_parent(other := bundles[other_key], held[other_key].value, bundle)
         and not _splitting_parent(bundle, value, other)
     ]
     if not clashing:

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from statechan.invariants.violation import Violation
 from statechan.keys import Bundle, parse_key
 from statechan.model import DEFAULT_MODEL, load_model
-from statechan.resolver import Reason, offer, rules_for
+from statechan.resolver import Reason, decide, rules_for
 from statechan.states import ServiceUnitState, StorageType
 from statechan.values import ServiceUnitStateData, ValueView, is_blank
 
@@ -251,12 +251,35 @@ class Namespace:
     in_flight_states: frozenset[enum.Enum]
     held: dict[str, Held] = field(default_factory=dict)
     bundles: dict[str, Bundle] = field(default_factory=dict)
+    """Each key with an accepted record: its bundle (:meth:`add_bundle`)."""
     active: set[str] = field(default_factory=set)
     """Keys held in an active state."""
     deleted_at: dict[str, int] = field(default_factory=dict)
     """Keys with an accepted Deleted since their last tombstone: the offset of the first."""
     owned_at: dict[str, int] = field(default_factory=dict)
     """The offset of each key's last accepted Owned record."""
+    overlaps: dict[str, list[str]] = field(default_factory=dict)
+    """Each key of :attr:`bundles`: the other keys of :attr:`bundles` whose hash ranges overlap its
+    own (a namespace's bundles partition its range, so most keys have none but a split's parent
+    and children)."""
+
+    def add_bundle(self, key: str, bundle: Bundle) -> None:
+        """A key's first accepted record: its bundle, and which keys' ranges overlap it."""
+        if key in self.bundles:
+            return
+        lower, upper = bundle.lower, bundle.upper
+        mine = []
+        overlaps = self.overlaps
+        for other, b in self.bundles.items():
+            if b.lower < upper and lower < b.upper:
+                mine.append(other)
+                overlaps[other].append(key)
+        overlaps[key] = mine
+        self.bundles[key] = bundle
+
+    def overlapping(self, key: str) -> list[str]:
+        """The keys with an accepted record whose hash ranges overlap ``key``'s (not itself)."""
+        return self.overlaps.get(key, [])
 
 
 _OWNED = ServiceUnitState.Owned
@@ -328,62 +351,82 @@ class NamespaceReplay:
     def offer(
         self, key: str, offset: int, time: int, value: ValueView | None, bundle: Bundle | None = None
     ) -> list[Violation]:
-        """Replay one channel record; returns the violations it shows."""
+        """Replay one channel record; returns the violations it shows (``bundle``: the key's, if
+        known)."""
+        return self.offer_run((key,), (offset,), (time,), (value,), bundle)
+
+    def offer_run(
+        self,
+        keys: Sequence[str],
+        offsets: Sequence[int],
+        times: Sequence[int],
+        values: Sequence[ValueView | None],
+        bundle: Bundle | None = None,
+    ) -> list[Violation]:
+        """Replay a run of this namespace's channel records in offset order (the sequences side by
+        side); returns the violations they show. The replay's one loop: :meth:`offer` is a run of
+        one, and the auditor offers each namespace's records of an Arrow batch as one run.
+        ``bundle``: the bundle of a run whose keys are all one key, if known (else parsed from the
+        key on its first accepted record)."""
         ns = self.state
-        found = self._due(time) if time > self._next_due else []
-        held_by_key = ns.held
-        held = held_by_key.get(key)
-        if held is None:
-            held_value = held_state = None
-        else:
-            held_value = held.value
-            held_state = held_value.state
-        value, verdict = offer(self.rules, held_value, value)  # the value held after it
-        reason = verdict.reason
-        self.reasons[reason] += 1
-        if not verdict.accepted:
-            return found
-        if bundle is None:
-            bundle = ns.bundles.get(key) or parse_key(key)
-        if held is None:
-            ns.bundles[key] = bundle
-        state = None if value is None else value.state
-        step_checks = self._steps[held_state][state]
-        if step_checks:
-            step = _new(Step, (key, bundle, offset, time, held, value, reason))
-            for step_check in step_checks:
-                shown = step_check(step, ns)
-                if shown:
-                    found.extend(shown)
-        if held is not None:
-            if held_state is state:
-                held_by_key[key] = _new(Held, (value, held.since_time, held.since_offset))
-                if state is _OWNED:
-                    ns.owned_at[key] = offset
-                return found
-            dwell_checks = self._dwells[held_state]
-            if dwell_checks and time - held.since_time > self._dwell_floor[held_state]:
-                dwell = _new(Dwell, (key, held_value, held.since_time, held.since_offset, time, offset))
-                for dwell_check in dwell_checks:
-                    shown = dwell_check(dwell, ns)
+        found: list[Violation] = []
+        held_by_key, bundles, owned_at, deleted_at, active = ns.held, ns.bundles, ns.owned_at, ns.deleted_at, ns.active
+        active_states, rules, reasons = ns.active_states, self.rules, self.reasons
+        steps, dwells, dwell_floor = self._steps, self._dwells, self._dwell_floor
+        next_due = self._next_due
+        for key, offset, time, value in zip(keys, offsets, times, values, strict=True):
+            if time > next_due:  # the deadlines passed before this record, the namespace as it was then
+                found.extend(self._due(time))
+                next_due = self._next_due
+            held = held_by_key.get(key)
+            if held is None:
+                held_value = held_state = None
+            else:
+                held_value = held.value
+                held_state = held_value.state
+            verdict = decide(rules, held_value, value)  # the resolver's step: a refused value leaves held as it is
+            reason = verdict.reason
+            reasons[reason] += 1
+            if not verdict.accepted:
+                continue
+            if held is None and key not in bundles:
+                ns.add_bundle(key, bundle if bundle is not None else parse_key(key))
+            state = None if value is None else value.state
+            step_checks = steps[held_state][state]
+            if step_checks:
+                step = _new(Step, (key, bundles[key], offset, time, held, value, reason))
+                for step_check in step_checks:
+                    shown = step_check(step, ns)
                     if shown:
                         found.extend(shown)
-        if state is None:
-            held_by_key.pop(key, None)
-            ns.active.discard(key)
-            ns.deleted_at.pop(key, None)
-            return found
-        held_by_key[key] = _new(Held, (value, time, offset))
-        active_states = ns.active_states
-        if state in active_states:
-            if held_state not in active_states:
-                ns.active.add(key)
-        elif held_state in active_states:
-            ns.active.discard(key)
-        if state is _OWNED:
-            ns.owned_at[key] = offset
-        elif state is _DELETED:
-            ns.deleted_at.setdefault(key, offset)
+            if held is not None:
+                if held_state is state:
+                    held_by_key[key] = _new(Held, (value, held.since_time, held.since_offset))
+                    if state is _OWNED:
+                        owned_at[key] = offset
+                    continue
+                dwell_checks = dwells[held_state]
+                if dwell_checks and time - held.since_time > dwell_floor[held_state]:
+                    dwell = _new(Dwell, (key, held_value, held.since_time, held.since_offset, time, offset))
+                    for dwell_check in dwell_checks:
+                        shown = dwell_check(dwell, ns)
+                        if shown:
+                            found.extend(shown)
+            if state is None:
+                held_by_key.pop(key, None)
+                active.discard(key)
+                deleted_at.pop(key, None)
+                continue
+            held_by_key[key] = _new(Held, (value, time, offset))
+            if state in active_states:
+                if held_state not in active_states:
+                    active.add(key)
+            elif held_state in active_states:
+                active.discard(key)
+            if state is _OWNED:
+                owned_at[key] = offset
+            elif state is _DELETED:
+                deleted_at.setdefault(key, offset)
         return found
 
     def finish(self, end_time: int) -> list[Violation]:
