@@ -10,7 +10,7 @@ import pytest
 from statechan.clock import ManualClock
 from statechan.cluster.config import SimConfig
 from statechan.cluster.mirror import MirrorMismatch, StoreMirror
-from statechan.cluster.state import LEADER_PATH
+from statechan.cluster.state import LEADER_PATH, Path
 from statechan.stores.metadata import MetadataStore
 
 LEAVING, WATCHING = (0, 1), (1, 1)
@@ -35,7 +35,8 @@ def _closed() -> StoreMirror:
 
 
 def test_a_closed_session_s_deletions_may_come_in_either_order() -> None:
-    for model_order in ([0, LEADER_PATH], [LEADER_PATH, 0]):  # one of them is not the store's
+    orders: list[list[Path]] = [[0, LEADER_PATH], [LEADER_PATH, 0]]
+    for model_order in orders:  # one of them is not the store's
         mirror = _closed()
         mirror.follow([("deliver", WATCHING, path, None, None, "Deleted") for path in model_order], "deliveries")
         assert not mirror.ahead[WATCHING]

@@ -398,8 +398,8 @@ def test_no_broker_check_or_table_edge_refuses_a_record_the_version_gate_lets_th
     """Pins the equivalence argument of the remove-check mutants (models/pulsar-4.equivalent.toml):
     a writer's record carries the version it holds plus one, so a reader holding that version holds
     the writer's own value, from which the protocol's writers derive only valid transitions."""
-    import statechan.resolver as resolver
     import statechan.cluster.protocol as protocol
+    import statechan.resolver as resolver
     import statechan.stores.tableview as tableview
 
     refused: Counter[Reason] = Counter()
