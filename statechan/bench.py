@@ -826,10 +826,93 @@ CHECK_REPEATS = 5
 """How many times the model checker's small searches (and their floor) run; the fastest counts."""
 
 
-def bench_check(_: int) -> list[Figure]:
+_CHECK_DEFAULT_BOUND = """
+import json, sys, time
+from statechan.checker import Bounds, check
+from statechan.cluster.config import StoreKind
+found = {}
+for store in ("system-topic", "metadata-store"):
+    best = None
+    for _ in range(int(sys.argv[1])):
+        started = time.process_time()
+        result = check(Bounds(), StoreKind(store))
+        spent = time.process_time() - started
+        best = spent if best is None else min(best, spent)
+    found[store] = [result.states, best]
+print(json.dumps(found))
+"""
+"""The checker at the default bound on both stores, fastest of N in process time: the same script
+for this tree and for a baseline commit, each in its own interpreter (``--baseline``)."""
+
+
+def bench_check_against(baseline: str, rounds: int = 3, repeats: int = 3) -> list[Figure]:
+    """The checker at the default bound on both stores against the code at ``baseline`` (a git
+    revision), checked out in a temporary worktree; the two run alternately, ``rounds`` times,
+    each the fastest of ``repeats`` searches in process time, and each side's best is kept."""
+    import shutil
+    import tempfile
+
+    root = Path(__file__).resolve().parent.parent
+    folder = Path(tempfile.mkdtemp(prefix="statechan-baseline-"))
+    tree = folder / "tree"
+    added = subprocess.run(
+        ["git", "-C", str(root), "worktree", "add", "--detach", str(tree), baseline],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if added.returncode != 0:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise SystemExit(f"--baseline {baseline}: git could not check it out: {added.stderr.strip()}")
+    sha = subprocess.run(
+        ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    best: dict[str, dict[str, list[float]]] = {"baseline": {}, "here": {}}
+    try:
+        for _ in range(rounds):
+            for side, path in (("baseline", tree), ("here", root)):
+                done = subprocess.run(
+                    [sys.executable, "-c", _CHECK_DEFAULT_BOUND, str(repeats)],
+                    cwd=path,
+                    env={**os.environ, "PYTHONPATH": str(path)},
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                if done.returncode != 0:
+                    raise SystemExit(f"the checker at {side} ({path}) failed: {done.stderr.strip()[-2000:]}")
+                for store, (states, seconds) in json.loads(done.stdout.strip().splitlines()[-1]).items():
+                    known = best[side].get(store)
+                    if known is None or seconds < known[1]:
+                        best[side][store] = [states, seconds]
+    finally:
+        subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(tree)], check=False)
+        shutil.rmtree(folder, ignore_errors=True)
+    figures = []
+    for store in ("system-topic", "metadata-store"):
+        states, seconds = best["here"][store]
+        old_states, old_seconds = best["baseline"][store]
+        figures.append(
+            Figure(
+                f"check: {store}, default bound, against commit {sha}",
+                int(states),
+                seconds,
+                f"the checker at {sha}, same bound, same run",
+                old_seconds,
+                {
+                    "states at the baseline": int(old_states),
+                    "speed-up": f"{old_seconds / seconds:.2f}x",
+                    "timed": f"process time, fastest of {repeats} searches in each of {rounds} alternating rounds",
+                },
+            )
+        )
+    return figures
+
+
+def bench_check(baseline: str | None) -> list[Figure]:
     """The model checker at its documented small bounds: distinct states per second, and the
     broker-symmetry and partial-order reduction factors (each measured here, beside the search
-    without it)."""
+    without it); with a ``baseline`` revision, the default bound on both stores against it too."""
     from statechan.checker import Bounds, check
     from statechan.cluster import Cluster, StoreKind
 
@@ -904,6 +987,7 @@ def bench_check(_: int) -> list[Figure]:
                 "complete": reduced.complete and plain.complete,
             },
         ),
+        *(bench_check_against(baseline) if baseline else []),
     ]
 
 
@@ -964,6 +1048,7 @@ def _size(name: str, args: argparse.Namespace) -> Any:
         "audit-stages": args.audit_records[0],
         "audit-scale": args.audit_records,
         "generate": args.generate_records,
+        "check": args.baseline,
     }.get(name, args.pairs)
 
 
@@ -1008,6 +1093,12 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FILE",
         default=str(DEFAULT_RESULTS),
         help=f"the results file --markdown keeps (default {DEFAULT_RESULTS})",
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="check: also measure the checker at the default bound on both stores against the code at this git "
+        "revision (checked out in a temporary worktree, the two run alternately)",
     )
     parser.add_argument(
         "--render", action="store_true", help="measure nothing: write the page (--markdown) from the results file"
@@ -1056,6 +1147,8 @@ def _engine_command(name: str, args: argparse.Namespace) -> str:
         words.append(f"--pairs {args.pairs}")
     if name in ("audit", "audit-stages", "audit-scale") and args.audit_records != [10_000_000]:
         words.append("--audit-records " + " ".join(str(n) for n in args.audit_records))
+    if name == "check" and args.baseline:
+        words.append(f"--baseline {args.baseline}")
     if name == "generate" and args.generate_records != 10_000_000:
         words.append(f"--generate-records {args.generate_records}")
     return " ".join(words)

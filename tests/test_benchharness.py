@@ -101,3 +101,10 @@ def test_the_benchmark_modules_do_not_import_each_other(module: str, other: str)
     script = f"import sys, {module}; print({found})"
     loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.strip()
     assert loaded == "[]", f"importing {module} loads {loaded}"
+
+
+def test_a_baseline_git_cannot_check_out_is_named() -> None:
+    from statechan.bench import bench_check_against
+
+    with pytest.raises(SystemExit, match="--baseline no-such-revision: git could not check it out"):
+        bench_check_against("no-such-revision")
