@@ -780,26 +780,17 @@ class _Expander:
         for action, kind in taken:
             reader = broker_id(action.broker) if isinstance(action, Deliver) else None
             candidate = ready.get(id(action))
-            # every sequence of placement picks the step can make, in lexicographic order: a plan
-            # fixes a prefix, the choices after it take candidate 0, and each of those choices'
-            # other candidates is a plan of its own (a clean-up may place several orphans)
-            plans: list[list[int]] = [[]]
-            while plans:
-                plan = plans.pop()
-                tape = iter(plan)
-
-                def choose(width: int, tape: Iterator[int] = tape) -> int:
-                    wanted = next(tape, 0)
-                    return wanted if wanted < width else 0
-
+            # every sequence of placement picks the step can make (a clean-up may place several orphans)
+            branches = protocol.each_outcome(state, action, setup)
+            while True:
                 try:
-                    outcome = protocol.step(state, action, setup, choose, trace=False)
+                    outcome = next(branches)
+                except StopIteration:
+                    break
                 except ValueError:
                     expansion.steps.append(_Step(action, refused=True))
                     break
                 made = outcome.picks
-                for position in range(len(plan), len(made)):
-                    plans.extend([*made[:position], v] for v in range(outcome.widths[position] - 1, 0, -1))
                 child = outcome.state
                 step = _Step(action, tuple(made))
                 after = Observation(child, setup, outcome.answers)

@@ -1911,9 +1911,15 @@ def step(
 
 
 def outcomes(state: ClusterState, action: Action, p: Setup) -> list[Outcome]:
-    """Every outcome of ``action`` in ``state``: one per sequence of placement choices, in
-    lexicographic order (a clean-up may place several orphans, each choice a branch)."""
-    found: list[Outcome] = []
+    """Every outcome of ``action`` in ``state`` (:func:`each_outcome`, all of them)."""
+    return list(each_outcome(state, action, p))
+
+
+def each_outcome(state: ClusterState, action: Action, p: Setup) -> Iterator[Outcome]:
+    """Every outcome of ``action`` in ``state``, one at a time: one per sequence of placement
+    choices, in lexicographic order (a clean-up may place several orphans, each choice a branch).
+    A plan fixes a prefix of the choices, the choices after it take candidate 0, and each of
+    those choices' other candidates is a plan of its own. Lazy, so that a search may stop early."""
     plans: list[list[int]] = [[]]
     while plans:
         plan = plans.pop()
@@ -1927,8 +1933,7 @@ def outcomes(state: ClusterState, action: Action, p: Setup) -> list[Outcome]:
         made = outcome.picks
         for position in range(len(plan), len(made)):
             plans.extend([*made[:position], v] for v in range(outcome.widths[position] - 1, 0, -1))
-        found.append(outcome)
-    return found
+        yield outcome
 
 
 def _broker(tx: Tx, name: str, alive: bool = True) -> int:
