@@ -380,7 +380,9 @@ class Tx:
         self._write(store, path, Node(data, 0, owner if ephemeral else None, store.zxid, store.zxid, self.now))
         self._notify(NodeEvent.Created, path)
 
-    def _set(self, owner: Owner, path: Path, data: NodeData, expected: int | None) -> None:
+    def _existing(self, owner: Owner, path: Path, expected: int | None) -> tuple[Store, Node]:
+        """The store and the node at ``path`` that a set or delete by ``owner`` changes: it must
+        exist and, when ``expected`` is given, be at that version (ZooKeeper's compare-and-set)."""
         self._live(owner)
         store = self.store()
         node = store.get(path)
@@ -388,6 +390,10 @@ class Tx:
             raise NoNodeError(str(path))
         if expected is not None and expected != node.version:
             raise BadVersionError(f"{path}: expected version {expected}, found {node.version}")
+        return store, node
+
+    def _set(self, owner: Owner, path: Path, data: NodeData, expected: int | None) -> None:
+        store, node = self._existing(owner, path, expected)
         store.zxid += 1
         self._write(store, path, Node(data, node.version + 1, node.owner, node.created, store.zxid, self.now))
         self._notify(NodeEvent.Modified, path)
@@ -401,13 +407,7 @@ class Tx:
             self.zk_set(owner, path, data, expected)
 
     def _delete(self, owner: Owner, path: Path, expected: int | None) -> None:
-        self._live(owner)
-        store = self.store()
-        node = store.get(path)
-        if node is None:
-            raise NoNodeError(str(path))
-        if expected is not None and expected != node.version:
-            raise BadVersionError(f"{path}: expected version {expected}, found {node.version}")
+        store, _ = self._existing(owner, path, expected)
         store.zxid += 1
         self._write(store, path, None)
         self._notify(NodeEvent.Deleted, path)
