@@ -25,6 +25,7 @@ from typing import Any
 
 from statechan.benchharness import (
     Figure,
+    commit,
     load_results,
     machine,
     record,
@@ -864,9 +865,7 @@ def bench_check_against(baseline: str, rounds: int = 3, repeats: int = 3) -> lis
     if added.returncode != 0:
         shutil.rmtree(folder, ignore_errors=True)
         raise SystemExit(f"--baseline {baseline}: git could not check it out: {added.stderr.strip()}")
-    sha = subprocess.run(
-        ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-    ).stdout.strip()
+    sha = commit(tree)
     best: dict[str, dict[str, list[float]]] = {"baseline": {}, "here": {}}
     try:
         for _ in range(rounds):
