@@ -18,7 +18,7 @@ import random
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -296,8 +296,9 @@ def bench_replay(count: int) -> list[Figure]:
     return figures
 
 
-def bench_simulate(_: int) -> list[Figure]:
-    """The cluster simulator: 5 brokers, 1,000 bundles, one simulated day with faults."""
+def bench_simulate(baseline: str | None) -> list[Figure]:
+    """The cluster simulator: 5 brokers, 1,000 bundles, one simulated day with faults; with a
+    ``baseline`` revision, the same day against it too."""
     from statechan.cluster import SimConfig, Wait
     from statechan.cluster.runner import Simulation, Workload
 
@@ -330,13 +331,14 @@ def bench_simulate(_: int) -> list[Figure]:
     return [
         Figure("simulate: actions", actions, seconds, "step(Wait(0)) dispatch floor", floor, notes),
         Figure("simulate: channel records", records, seconds),
+        *(against_baseline(baseline, _SIMULATED_DAY, "the simulator") if baseline else []),
     ]
 
 
-def bench_hypothesis(_: int) -> list[Figure]:
+def bench_hypothesis(baseline: str | None) -> list[Figure]:
     """The Hypothesis bench: the system-topic machine on the current protocol, 500 examples. Its
     machines are on the test side, so it runs as ``python -m properties.speed`` in a process of
-    its own, from the checkout this library is in."""
+    its own, from the checkout this library is in; with a ``baseline`` revision, against it too."""
     checkout = Path(__file__).resolve().parent.parent
     if not (checkout / "properties" / "speed.py").is_file():
         raise RuntimeError("the Hypothesis bench needs the repository's properties package: run it from a checkout")
@@ -352,6 +354,7 @@ def bench_hypothesis(_: int) -> list[Figure]:
     return [
         Figure("hypothesis bench: simulator steps", steps, seconds, "unchecked random walks, same steps", floor, notes),
         Figure("hypothesis bench: examples", examples, seconds),
+        *(against_baseline(baseline, _HYPOTHESIS_BENCH, "the Hypothesis bench", repeats=1) if baseline else []),
     ]
 
 
@@ -839,17 +842,59 @@ for store in ("system-topic", "metadata-store"):
         result = check(Bounds(), StoreKind(store))
         spent = time.process_time() - started
         best = spent if best is None else min(best, spent)
-    found[store] = [result.states, best]
+    found[f"check: {store}, default bound"] = [result.states, best]
 print(json.dumps(found))
 """
 """The checker at the default bound on both stores, fastest of N in process time: the same script
 for this tree and for a baseline commit, each in its own interpreter (``--baseline``)."""
 
+_SIMULATED_DAY = """
+import json, sys, time
+from statechan.cluster import SimConfig
+from statechan.cluster.runner import Simulation, Workload
+config = SimConfig(brokers=5, namespaces=10, bundles_per_namespace=100, seed=1, trace_views=False)
+workload = Workload(crashes_per_hour=0.25, session_losses_per_hour=0.25, shutdowns_per_hour=0.1,
+                    leader_changes_per_hour=0.1, transfers_per_hour=120, lookups_per_hour=3600)
+best = None
+for _ in range(int(sys.argv[1])):
+    simulation = Simulation(config, workload)
+    started = time.process_time()
+    simulation.run(24 * 3_600_000)
+    spent = time.process_time() - started
+    best = spent if best is None else min(best, spent)
+print(json.dumps({"simulated day": [len(simulation.cluster.history), best]}))
+"""
+"""The simulator's day of :func:`bench_simulate`, fastest of N in process time, for ``--baseline``."""
 
-def bench_check_against(baseline: str, rounds: int = 3, repeats: int = 3) -> list[Figure]:
-    """The checker at the default bound on both stores against the code at ``baseline`` (a git
-    revision), checked out in a temporary worktree; the two run alternately, ``rounds`` times,
-    each the fastest of ``repeats`` searches in process time, and each side's best is kept."""
+_HYPOTHESIS_BENCH = """
+import json, sys, time
+from hypothesis.stateful import run_state_machine_as_test
+from properties.bench import SystemTopicBench
+from properties.profiles import fixed
+best, steps = None, [0]
+class Counted(SystemTopicBench):
+    def teardown(self):
+        try:
+            super().teardown()
+        finally:
+            steps[0] += len(self.cluster.history)
+for _ in range(int(sys.argv[1])):
+    steps[0] = 0
+    started = time.process_time()
+    run_state_machine_as_test(Counted, settings=fixed(max_examples=500, stateful_step_count=30))
+    spent = time.process_time() - started
+    best = spent if best is None else min(best, spent)
+print(json.dumps({"hypothesis bench": [steps[0], best]}))
+"""
+"""The Hypothesis bench of :func:`bench_hypothesis` (500 derandomized examples of the system-topic
+machine), fastest of N in process time, for ``--baseline``; it runs from the checkout, as the
+bench's machines are on the test side."""
+
+
+@contextlib.contextmanager
+def baseline_tree(baseline: str) -> Iterator[tuple[Path, str]]:
+    """The code at ``baseline`` (a git revision) checked out in a temporary worktree of this
+    checkout, with its short commit; removed on leaving."""
     import shutil
     import tempfile
 
@@ -865,13 +910,24 @@ def bench_check_against(baseline: str, rounds: int = 3, repeats: int = 3) -> lis
     if added.returncode != 0:
         shutil.rmtree(folder, ignore_errors=True)
         raise SystemExit(f"--baseline {baseline}: git could not check it out: {added.stderr.strip()}")
-    sha = commit(tree)
-    best: dict[str, dict[str, list[float]]] = {"baseline": {}, "here": {}}
     try:
+        yield tree, commit(tree)
+    finally:
+        subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(tree)], check=False)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def against_baseline(baseline: str, script: str, what: str, rounds: int = 3, repeats: int = 3) -> list[Figure]:
+    """``script`` (Python that prints ``{name: [items, seconds]}``, the fastest of ``argv[1]``
+    repeats in process time) run in this checkout and at ``baseline``, alternately, ``rounds``
+    times; each side's best per name is kept, and each name becomes a figure against the baseline."""
+    root = Path(__file__).resolve().parent.parent
+    best: dict[str, dict[str, list[float]]] = {"baseline": {}, "here": {}}
+    with baseline_tree(baseline) as (tree, sha):
         for _ in range(rounds):
             for side, path in (("baseline", tree), ("here", root)):
                 done = subprocess.run(
-                    [sys.executable, "-c", _CHECK_DEFAULT_BOUND, str(repeats)],
+                    [sys.executable, "-c", script, str(repeats)],
                     cwd=path,
                     env={**os.environ, "PYTHONPATH": str(path)},
                     capture_output=True,
@@ -879,33 +935,34 @@ def bench_check_against(baseline: str, rounds: int = 3, repeats: int = 3) -> lis
                     check=False,
                 )
                 if done.returncode != 0:
-                    raise SystemExit(f"the checker at {side} ({path}) failed: {done.stderr.strip()[-2000:]}")
-                for store, (states, seconds) in json.loads(done.stdout.strip().splitlines()[-1]).items():
-                    known = best[side].get(store)
+                    raise SystemExit(f"{what} at {side} ({path}) failed: {done.stderr.strip()[-2000:]}")
+                for name, (items, seconds) in json.loads(done.stdout.strip().splitlines()[-1]).items():
+                    known = best[side].get(name)
                     if known is None or seconds < known[1]:
-                        best[side][store] = [states, seconds]
-    finally:
-        subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(tree)], check=False)
-        shutil.rmtree(folder, ignore_errors=True)
+                        best[side][name] = [items, seconds]
     figures = []
-    for store in ("system-topic", "metadata-store"):
-        states, seconds = best["here"][store]
-        old_states, old_seconds = best["baseline"][store]
+    for name, (items, seconds) in best["here"].items():
+        old_items, old_seconds = best["baseline"][name]
         figures.append(
             Figure(
-                f"check: {store}, default bound, against commit {sha}",
-                int(states),
+                f"{name}, against commit {sha}",
+                int(items),
                 seconds,
-                f"the checker at {sha}, same bound, same run",
+                f"{what} at {sha}, same work, same run",
                 old_seconds,
                 {
-                    "states at the baseline": int(old_states),
+                    "items at the baseline": int(old_items),
                     "speed-up": f"{old_seconds / seconds:.2f}x",
-                    "timed": f"process time, fastest of {repeats} searches in each of {rounds} alternating rounds",
+                    "timed": f"process time, fastest of {repeats} in each of {rounds} alternating rounds",
                 },
             )
         )
     return figures
+
+
+def bench_check_against(baseline: str, rounds: int = 3, repeats: int = 3) -> list[Figure]:
+    """The checker at the default bound on both stores against the code at ``baseline``."""
+    return against_baseline(baseline, _CHECK_DEFAULT_BOUND, "the checker", rounds, repeats)
 
 
 def bench_check(baseline: str | None) -> list[Figure]:
@@ -940,6 +997,7 @@ def bench_check(baseline: str | None) -> list[Figure]:
     # symmetry's factor without the partial-order reduction, as it has always been measured
     reduced = check(three, por=False)
     plain = check(three, symmetry=False, por=False)
+    ample = check(three, por=True)
     store = check(small, StoreKind.metadata_store)
     return [
         Figure(
@@ -984,6 +1042,19 @@ def bench_check(baseline: str | None) -> list[Figure]:
                 "states without symmetry": plain.states,
                 "symmetry reduction": f"{plain.states / reduced.states:.2f}x",
                 "complete": reduced.complete and plain.complete,
+            },
+        ),
+        Figure(
+            "check: system topic, same 3-broker bound, partial-order reduction against none",
+            ample.states,
+            ample.seconds,
+            "the same search without partial-order reduction",
+            reduced.seconds,
+            {
+                "states without partial-order reduction": reduced.states,
+                "reduction": f"{reduced.states / ample.states:.2f}x",
+                "beside symmetry's": f"{plain.states / reduced.states:.2f}x",
+                "same verdict": ample.ok == reduced.ok and ample.complete == reduced.complete,
             },
         ),
         *(bench_check_against(baseline) if baseline else []),
@@ -1048,6 +1119,8 @@ def _size(name: str, args: argparse.Namespace) -> Any:
         "audit-scale": args.audit_records,
         "generate": args.generate_records,
         "check": args.baseline,
+        "simulate": args.baseline,
+        "hypothesis": args.baseline,
     }.get(name, args.pairs)
 
 
@@ -1096,8 +1169,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--baseline",
         metavar="REV",
-        help="check: also measure the checker at the default bound on both stores against the code at this git "
-        "revision (checked out in a temporary worktree, the two run alternately)",
+        help="check, simulate, hypothesis: also measure the checker at the default bound on both stores, the "
+        "simulated day and the Hypothesis bench against the code at this git revision (checked out in a "
+        "temporary worktree, the two run alternately)",
     )
     parser.add_argument(
         "--render", action="store_true", help="measure nothing: write the page (--markdown) from the results file"
@@ -1146,7 +1220,7 @@ def _engine_command(name: str, args: argparse.Namespace) -> str:
         words.append(f"--pairs {args.pairs}")
     if name in ("audit", "audit-stages", "audit-scale") and args.audit_records != [10_000_000]:
         words.append("--audit-records " + " ".join(str(n) for n in args.audit_records))
-    if name == "check" and args.baseline:
+    if name in ("check", "simulate", "hypothesis") and args.baseline:
         words.append(f"--baseline {args.baseline}")
     if name == "generate" and args.generate_records != 10_000_000:
         words.append(f"--generate-records {args.generate_records}")

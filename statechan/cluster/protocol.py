@@ -1568,12 +1568,14 @@ class Tx:
         cfg = self.p.channel
         now = self.now
         inactive: set[int] = set()
-        timed_out: list[tuple[str, Rec]] = []
-        tombstones: list[str] = []
+        timed_out: list[tuple[int, str, Rec]] = []
+        tombstones: list[tuple[int, str]] = []
         in_flight, active_states = self.p.in_flight, self.p.active
         tombstones_active = self.variant.monitor_tombstones_active
         tombstone_after = cfg.tombstone_delay_s * 1000
-        for key, data in self.brokers[i].view.entries():
+        # each item is judged alone, so the view is read in any order and only what is acted on is
+        # put in the order the view took it (Pulsar iterates its map in that order)
+        for key, (seq, data) in self.brokers[i].view.items.items():
             state = data.state
             if state is S.Owned and (data.dst_broker is None or data.dst_broker not in active):
                 if data.dst_broker is not None:
@@ -1583,14 +1585,16 @@ class Tx:
             elif state in in_flight and data.dst_broker is not None and data.dst_broker not in active:
                 inactive.add(data.dst_broker)
             elif state in in_flight and now - data.timestamp > cfg.in_flight_wait_ms:
-                timed_out.append((key, data))
+                timed_out.append((seq, key, data))
             elif (state not in active_states or tombstones_active) and now - data.timestamp > tombstone_after:
-                tombstones.append(key)  # #21721 put back: an Owned record old enough is tombstoned too
-        for key in tombstones:
+                tombstones.append((seq, key))  # #21721 put back: an Owned record old enough is tombstoned too
+        tombstones.sort()
+        timed_out.sort(key=lambda item: item[0])
+        for _, key in tombstones:
             self.publish(i, key, None)
         for broker in sorted(inactive, key=self.p.rank.__getitem__):
             self.handle_broker_deletion(i, broker)
-        for key, data in timed_out:
+        for _, key, data in timed_out:
             self.override_ownership(i, key, data, None, False)
         self.count("monitor-overrides", len(timed_out))
         self.count("monitor-tombstones", len(tombstones))

@@ -30,7 +30,7 @@ from statechan.cluster.actions import (
 )
 from statechan.cluster.config import SimConfig
 from statechan.cluster.sim import Cluster
-from statechan.cluster.state import LOOKUP_CHANNELS, ChannelState
+from statechan.cluster.state import LOOKUP_CHANNELS, ChannelState, broker_name
 from statechan.observation import Observation
 from statechan.states import ServiceUnitState
 from statechan.stores.metadata import Store
@@ -146,6 +146,10 @@ class ObservationCheck:
         return found
 
 
+_NEEDS_RUNNING = frozenset({"transfer", "unload", "split", "crash", "shutdown", "lose-session"})
+"""The external events that pick among the running brokers (a lookup picks among the answering ones)."""
+
+
 class Simulation:
     """Drives a :class:`Cluster` with a :class:`Workload`; every choice comes from one seeded RNG."""
 
@@ -160,6 +164,17 @@ class Simulation:
         self.workload = workload if workload is not None else Workload()
         self.cluster = Cluster(config, make_store)
         self.rng = random.Random(config.seed + 1)
+        w = self.workload
+        self._rates = {  # each external event's kind and its rate per hour, in the order they are first drawn
+            "lookup": w.lookups_per_hour,
+            "transfer": w.transfers_per_hour,
+            "unload": w.unloads_per_hour,
+            "split": w.splits_per_hour,
+            "crash": w.crashes_per_hour,
+            "shutdown": w.shutdowns_per_hour,
+            "lose-session": w.session_losses_per_hour,
+            "resign": w.leader_changes_per_hour,
+        }
         self._events: list[tuple[int, int, str, str]] = []
         self._seq = 0
 
@@ -184,16 +199,7 @@ class Simulation:
         if w.assign_all_at_start:
             for key in cluster.sorted_bundle_keys():
                 self._at(start, "lookup", key)
-        for kind, rate in (
-            ("lookup", w.lookups_per_hour),
-            ("transfer", w.transfers_per_hour),
-            ("unload", w.unloads_per_hour),
-            ("split", w.splits_per_hour),
-            ("crash", w.crashes_per_hour),
-            ("shutdown", w.shutdowns_per_hour),
-            ("lose-session", w.session_losses_per_hour),
-            ("resign", w.leader_changes_per_hour),
-        ):
+        for kind, rate in self._rates.items():
             self._schedule_next(kind, rate, start)
         if w.compaction_every_ms:
             self._at(start + w.compaction_every_ms, "compact")
@@ -247,29 +253,19 @@ class Simulation:
             after_step()
 
     def _running(self) -> list[str]:
-        return sorted(
-            b for b, broker in self.cluster.brokers.items() if broker.alive and broker.channel is ChannelState.Started
-        )
+        brokers = self.cluster.state.brokers
+        return sorted(broker_name(b.id) for b in brokers if b.alive and b.channel is ChannelState.Started)
 
     def _answering(self) -> list[str]:
         """The brokers a client's lookup may reach: started ones, and (#24770) ones shutting down."""
-        brokers = self.cluster.brokers.items()
-        return sorted(b for b, broker in brokers if broker.alive and broker.channel in LOOKUP_CHANNELS)
+        brokers = self.cluster.state.brokers
+        return sorted(broker_name(b.id) for b in brokers if b.alive and b.channel in LOOKUP_CHANNELS)
 
     def _external(self, kind: str, arg: str, faults_over: bool, end: int) -> None:
         cluster, w, rng = self.cluster, self.workload, self.rng
         now = cluster.clock.now_ms()
-        running = self._running()
-        rates = {
-            "lookup": w.lookups_per_hour,
-            "transfer": w.transfers_per_hour,
-            "unload": w.unloads_per_hour,
-            "split": w.splits_per_hour,
-            "crash": w.crashes_per_hour,
-            "shutdown": w.shutdowns_per_hour,
-            "lose-session": w.session_losses_per_hour,
-            "resign": w.leader_changes_per_hour,
-        }
+        running = self._running() if kind in _NEEDS_RUNNING else []
+        rates = self._rates
         if kind in rates and not arg and now < end:
             self._schedule_next(kind, rates[kind], now)
         action: Action | None = None

@@ -247,7 +247,9 @@ class Cluster:
             )
         self.answers.extend(outcome.answers)
         self._step_answers = tuple(outcome.answers)
-        self.counters.update(outcome.counters)
+        counters = self.counters
+        for name, n in outcome.counters.items():  # a loop: Counter.update's mapping check costs more
+            counters[name] += n
         for (broker, key), n in outcome.closed.items():
             self._closed[broker][key] += n
         for (broker, state), n in outcome.handled.items():
@@ -295,8 +297,9 @@ class Cluster:
         """The keys of every bundle the namespaces have now (splits replace parents)."""
         return self.state.bundle_keys()
 
-    def sorted_bundle_keys(self) -> list[str]:
-        return list(self.state.sorted_bundle_keys())
+    def sorted_bundle_keys(self) -> Sequence[str]:
+        """Every bundle's key, sorted (the state's own tuple: a lookup's draw reads it, copies nothing)."""
+        return self.state.sorted_bundle_keys()
 
     def next_timer(self) -> Timer | None:
         return self.state.next_timer()
