@@ -27,22 +27,26 @@ from statechan import ServiceUnitState, ServiceUnitStateData
 from statechan.cluster import (
     ChannelConfig,
     Cluster,
+    Compact,
     Crash,
     Deliver,
     Lookup,
     LoseSession,
     Notify,
     Reconnect,
+    Resign,
     Restart,
     RunTask,
+    Shutdown,
     SimConfig,
+    Split,
     StoreKind,
     Tick,
     Transfer,
     Unload,
 )
 from statechan.cluster.protocol import Tx
-from statechan.cluster.state import TaskKind, TimerKind, broker_id
+from statechan.cluster.state import ChannelState, TaskKind, TimerKind, broker_id
 from statechan.keys import parse_key
 from statechan.stores.metadata import SessionEvent
 from tests.test_channel_scenarios import B1, B2, B3, STORES, no_violations, publish
@@ -572,3 +576,190 @@ def test_handleBrokerDeletionEventTest(store: StoreKind) -> None:
     assert leader.cleanup_jobs == {}
     assert follower.cleanup_jobs == {}
     assert owners() == {B3}
+
+
+# -- lookups ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("store", STORES)
+def test_testGetOwnerAsync(store: StoreKind) -> None:
+    """``testGetOwnerAsync``: ``getOwnerAsync`` per record held in channel 1's view (broker 1's)."""
+    c = cluster(store)
+    key, other = c.sorted_bundle_keys()[:2]
+    cases: list[tuple[ServiceUnitStateData | None, Asked]] = [
+        (V(state=S.Owned, dst_broker=B1, version_id=1), Asked(owner=B1)),
+        (V(state=S.Owned, dst_broker=B2, version_id=1), Asked(owner=B2)),
+        (V(state=S.Assigning, dst_broker=B1, version_id=1), Asked(deferred=True)),  # not done
+        (V(state=S.Assigning, dst_broker=B2, version_id=1), Asked(owner=B2)),
+        (V(state=S.Releasing, dst_broker=B1, version_id=1), Asked(deferred=True)),
+        (V(state=S.Releasing, dst_broker=B2, version_id=1), Asked(owner=B2)),
+        (V(state=S.Releasing, source_broker=B1, version_id=1), Asked()),  # Optional.empty()
+        (V(state=S.Splitting, source_broker=B1, version_id=1), Asked(owner=B1)),
+        (V(state=S.Splitting, source_broker=B2, version_id=1), Asked(owner=B2)),
+        (V(state=S.Free, source_broker=B1, version_id=1), Asked(assigns=True)),  # empty: the load manager assigns
+        (None, Asked(assigns=True)),
+    ]
+    for value, expected in cases:
+        hold(c, key, value)
+        assert ask(c, B1, key) == expected, value
+    hold(c, other, V(state=S.Deleted, source_broker=B1, version_id=1))
+    deleted = ask(c, B1, other)
+    assert deleted.owner is None
+    assert deleted.error is not None  # isCompletedExceptionally()
+
+
+def channel_owner(c: Cluster, broker: str) -> str | None:
+    """``getChannelOwnerAsync`` on ``broker``: the leader its election reads."""
+    elected = c.state.brokers[broker_id(broker)].leader_view
+    return None if elected is None else c.brokers[f"broker-{elected[0] + 1}:8080"].id
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_testActiveGetOwner(store: StoreKind) -> None:
+    """``testActiveGetOwner``, but for the broker that is not registered (the next test): no record
+    → nothing; ``Releasing`` to another broker → that broker; ``Assigning`` to this broker → deferred;
+    ``Owned`` → the owner; an inactive owner → fails once the in-flight wait is over; after the
+    leader's clean-up of that owner with nobody to select → nothing, at once; after a clean-up that
+    selects broker 1 → broker 1, at once.
+
+    Broker 3 is the owner Pulsar's test mocks as inactive: it crashed and its session expired. The
+    monitor runs once an hour, so only the clean-ups the test asks for move anything."""
+    c = cluster(store, brokers=3, monitor_interval_s=3_600)
+    key = c.sorted_bundle_keys()[0]
+    hold(c, key, None)
+    assert ask(c, B1, key) == Asked(assigns=True)  # case 1: the owner is empty
+    hold(c, key, V(state=S.Releasing, dst_broker=B2, source_broker=B1, version_id=1))
+    assert ask(c, B1, key) == Asked(owner=B2)  # case 2
+    hold(c, key, V(state=S.Assigning, dst_broker=B1, source_broker=B2, version_id=1))
+    assert ask(c, B1, key) == Asked(deferred=True)  # case 3
+    hold(c, key, V(state=S.Owned, dst_broker=B2, version_id=1))
+    assert ask(c, B1, key) == Asked(owner=B2)  # case 4
+
+    c.step(Crash(B3))  # case 6: the owner is inactive
+    c.advance(30_000 + 1_000)
+    assert not c.registered(B3)
+    hold(c, key, V(state=S.Owned, dst_broker=B3, version_id=1, timestamp=now(c)))
+    assert ask(c, B1, key, keep=True) == Asked(deferred=True)
+    start = now(c)
+    while key in c.brokers[B1].pending_lookups:
+        c.step(Tick())
+    failed = c.answers[-1]
+    assert (failed.broker, failed.owner) == (B1, None)
+    assert failed.error is not None
+    assert "IllegalStateException" in failed.error
+    assert now(c) - start >= c.config.channel.in_flight_wait_ms
+
+    def clean_up(select: str | None) -> None:
+        """The leader handles broker 3's deletion (Stable) with ``selectAsync`` answering ``select``."""
+        c.placement = Pinned(select)
+        c.run(lambda tx: tx.handle_broker_deletion(0, broker_id(B3)))
+        c.advance(0)
+        c.placement = Pinned(B1)
+
+    clean_up(None)  # case 7: the clean-up finds no new owner
+    freed = c.brokers[B1].value(key)
+    assert freed is not None
+    assert (freed.state, freed.force) == (S.Free, True)
+    assert ask(c, B1, key) == Asked(assigns=True)  # empty, without waiting
+    hold(c, key, V(state=S.Owned, dst_broker=B3, version_id=1, timestamp=now(c)))
+    clean_up(B1)  # case 8: the clean-up gives the bundle to broker 1
+    assert ask(c, B1, key) == Asked(owner=B1)
+
+
+@pytest.mark.xfail(strict=True, reason="docs/fidelity.md entry 4: an unregistered broker fails the lookup")
+@pytest.mark.parametrize("store", STORES)
+def test_testActiveGetOwner_when_this_broker_is_not_registered(store: StoreKind) -> None:
+    """``testActiveGetOwner``, the case "getOwnerAsync returns immediately when not registered":
+    with this broker out of the registry (``registry.unregister()``; here its session is lost), it
+    answers the stored owner at once, inactive though that owner is."""
+    c = cluster(store, brokers=3, monitor_interval_s=3_600)
+    key = c.sorted_bundle_keys()[0]
+    c.step(Crash(B3))
+    c.advance(30_000 + 1_000)
+    hold(c, key, V(state=S.Owned, dst_broker=B3, version_id=1, timestamp=now(c)))
+    c.step(LoseSession(B1))
+    assert not c.registered(B1)
+    assert ask(c, B1, key) == Asked(owner=B3)
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_conflictAndCompactionTest(store: StoreKind) -> None:
+    """``conflictAndCompactionTest``: broker 2 publishes an assignment of a bundle broker 1 owns;
+    the publish does not fail and both channels still answer broker 1 (``Owned → Assigning`` is
+    refused). On the system topic the channel topic is then compacted, and a channel started
+    afterwards reads broker 1 from the compacted topic (the metadata store has no compaction)."""
+    c = cluster(store, select=B1)
+    key = c.sorted_bundle_keys()[0]
+    assign_to(c, key, B1)
+    held = c.brokers[B2].value(key)
+    assert held is not None
+    conflicting = V(state=S.Assigning, dst_broker=B2, version_id=held.version_id + 1, timestamp=now(c))
+    c.run(lambda tx: publish(tx, B2, key, conflicting))  # channel2.publishAssignEventAsync(bundle, brokerId2)
+    c.drain()
+    assert ask(c, B2, key) == Asked(owner=B1)
+    assert ask(c, B1, key) == Asked(owner=B1)
+    if store is StoreKind.metadata_store:
+        return  # no compaction
+    c.step(Compact())
+    assert c.topic.horizon == c.topic.end
+    c.step(Crash(B2))
+    c.step(Restart(B2))  # a channel started after the compaction
+    assert ask(c, B2, key) == Asked(owner=B1)
+    no_violations(c)
+
+
+# -- leadership and the channel's life ---------------------------------------------------------------------
+@pytest.mark.parametrize("store", STORES)
+def test_channelOwnerTest(store: StoreKind) -> None:
+    """``channelOwnerTest``: both channels name the same leader; when the leader's election is closed
+    the other broker becomes leader, and the first, taking part again, does not take it back; both
+    agree on the new leader and ``isChannelOwnerAsync`` is true on exactly that one."""
+    c = cluster(store)
+    first = channel_owner(c, B1)
+    assert first == channel_owner(c, B2) == B1
+    c.step(Resign(B1))  # leaderElectionService1.close()
+    c.step(Notify(B2))  # waitUntilNewChannelOwner(channel2, channelOwner1)
+    c.drain()  # leaderElectionService1.start(): broker 1 reads the election again
+    new = channel_owner(c, B1)
+    assert new == channel_owner(c, B2)
+    assert new != first
+    assert [name for name, b in c.brokers.items() if b.is_leader] == [new]
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_handleMetadataSessionEventTest(store: StoreKind) -> None:
+    """``handleMetadataSessionEventTest``, the two events that count: ``SessionLost`` and
+    ``SessionReestablished`` set the channel's last session event and its time."""
+    c = cluster(store)
+
+    def last() -> tuple[SessionEvent, int]:
+        return c.state.brokers[0].last_session_event
+
+    c.advance(1_000)
+    c.step(LoseSession(B1))
+    c.drain()
+    assert last() == (SessionEvent.SessionLost, now(c))
+    c.advance(1_000)
+    c.step(Reconnect(B1))
+    c.drain()
+    assert last() == (SessionEvent.SessionReestablished, now(c))
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_channelValidationTest_after_close(store: StoreKind) -> None:
+    """``channelValidationTest``, the parts with a counterpart: after ``close`` the channel's calls
+    fail (a lookup, an unload, a transfer, a split through it); ``close`` then ``start`` works, and
+    the started channel answers who leads; ``start`` twice fails."""
+    c = cluster(store)
+    key = c.sorted_bundle_keys()[0]
+    assign_to(c, key, B2)
+    c.step(Shutdown(B2))
+    c.advance(10_000)
+    assert c.brokers[B2].channel is ChannelState.Closed
+    for call in (Lookup(B2, key), Unload(B2, key), Transfer(B2, key, B1), Split(B2, key)):
+        assert call not in c.enabled_actions()
+        with pytest.raises(ValueError, match="not running"):
+            c.step(call)
+    c.step(Restart(B2))
+    assert c.brokers[B2].channel is ChannelState.Started
+    assert channel_owner(c, B2) == B1
+    with pytest.raises(ValueError, match="is running"):
+        c.step(Restart(B2))
