@@ -763,3 +763,29 @@ def test_channelValidationTest_after_close(store: StoreKind) -> None:
     assert channel_owner(c, B2) == B1
     with pytest.raises(ValueError, match="is running"):
         c.step(Restart(B2))
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_unloadTest(store: StoreKind) -> None:
+    """``unloadTest``: assigned to broker 1 and unloaded, the bundle is ``Free`` on both and neither
+    channel has an owner; assigned again, through channel 2 to broker 2, and unloaded again; the
+    monitor, once the tombstone delay is over, tombstones the ``Free`` (``Init`` on both), one
+    tombstone clean-up. (Pulsar's test shortens the delay to 1 ms; here to 30 s, the shortest the
+    in-flight wait allows.)"""
+    c = cluster(store, tombstone_delay_s=30)
+    key = c.sorted_bundle_keys()[0]
+    for owner in (B1, B2):
+        assign_to(c, key, owner, via=owner)
+        c.step(Unload(owner, key))
+        c.drain()
+        for broker in (B1, B2):
+            freed = c.brokers[broker].value(key)
+            assert freed is not None
+            assert (freed.state, freed.source_broker) == (S.Free, owner)
+            assert ask(c, broker, key) == Asked(assigns=True)  # Optional.empty()
+    before = c.counters["monitor-tombstones"]
+    c.advance(c.config.channel.tombstone_delay_s * 1000 + 2 * 60_000)
+    for broker in (B1, B2):
+        assert c.brokers[broker].value(key) is None  # Init
+    assert c.counters["monitor-tombstones"] - before == 1  # totalServiceUnitTombstoneCleanupCnt
+    no_violations(c)
