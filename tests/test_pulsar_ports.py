@@ -17,7 +17,7 @@ Each test names the Pulsar test it ports and asserts what that test asserts. The
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +48,9 @@ from statechan.cluster import (
 from statechan.cluster.protocol import Tx
 from statechan.cluster.state import ChannelState, TaskKind, TimerKind, broker_id
 from statechan.keys import parse_key
+from statechan.stores import PATH_PREFIX, MetadataStoreTableView, Store, path_of
 from statechan.stores.metadata import SessionEvent
+from tests.channel_values import KEY, KEY2, v
 from tests.test_channel_scenarios import B1, B2, B3, STORES, no_violations, publish
 
 S = ServiceUnitState
@@ -789,3 +791,45 @@ def test_unloadTest(store: StoreKind) -> None:
         assert c.brokers[broker].value(key) is None  # Init
     assert c.counters["monitor-tombstones"] - before == 1  # totalServiceUnitTombstoneCleanupCnt
     no_violations(c)
+
+
+# -- MetadataStoreTableViewTest (pulsar-metadata), the store view under the channel --------------------------
+def test_MetadataStoreTableViewTest_testClosedMetadataStore(new_store: Callable[[], Store]) -> None:
+    """``MetadataStoreTableViewTest.testClosedMetadataStore``: on a closed store, a put and a delete
+    through the table view fail (``AlreadyClosedException``), and change nothing."""
+    store = new_store()
+    client = store.connect("b1")
+    view = MetadataStoreTableView(client, "b1")
+    view.start()
+    assert view.put(KEY, v(S.Owned, "b1")).applied
+    client.close()
+    for result in (view.put(KEY2, v(S.Owned, "b1")), view.delete(KEY)):
+        assert not result.applied
+        assert result.error is not None
+        assert "closed" in result.error
+    other = MetadataStoreTableView(store.connect("b2"), "b2")
+    other.start()
+    assert (other.get(KEY), other.get(KEY2)) == (v(S.Owned, "b1"), None)
+
+
+def test_MetadataStoreTableViewTest_testInitialFill(new_store: Callable[[], Store]) -> None:
+    """``MetadataStoreTableViewTest.testInitialFill``: nodes written straight to the store reach a
+    started view's tail listener; a view started afterwards loads them as existing items, only
+    those under a valid service-unit path."""
+    store = new_store()
+    events: list[tuple[str, str]] = []
+    early = MetadataStoreTableView(store.connect("b1"), "b1")
+    early.start(tail=lambda key, _: events.append(("tail", key)))
+    writer = store.connect("writer")
+    for key, owner in ((KEY, "b1"), (KEY2, "b2")):
+        writer.put(path_of(key), v(S.Owned, owner).to_json().encode(), None)
+    writer.put(f"{PATH_PREFIX}/not-a-bundle", v(S.Owned, "b1").to_json().encode(), None)
+    early.client.deliver_all()
+    assert sorted(events) == sorted([("tail", KEY), ("tail", KEY2)])
+    loaded: list[tuple[str, str]] = []
+    late = MetadataStoreTableView(store.connect("b3"), "b3")
+    late.start(
+        tail=lambda key, _: loaded.append(("tail", key)), existing=lambda key, _: loaded.append(("existing", key))
+    )
+    assert sorted(loaded) == sorted([("existing", KEY), ("existing", KEY2)])
+    assert (late.get(KEY), late.get(KEY2)) == (v(S.Owned, "b1"), v(S.Owned, "b2"))

@@ -115,8 +115,9 @@ def ports() -> dict[str, tuple[str, int | None]]:
     for node in ast.parse(PORTS.read_text()).body:
         if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test_"):
             continue
-        named = [n for n in CHANNEL_TESTS if node.name == f"test_{n}" or node.name.startswith(f"test_{n}_")]
-        assert named, f"{node.name} names no Pulsar test of ServiceUnitStateChannelTest"
+        names = {n: n for n in CHANNEL_TESTS} | {n.replace(".", "_"): n for n in STORE_AND_SYNCER_TESTS}
+        named = [names[n] for n in names if node.name == f"test_{n}" or node.name.startswith(f"test_{n}_")]
+        assert named, f"{node.name} names no Pulsar test this page lists"
         entry = None
         for decorator in node.decorator_list:
             if isinstance(decorator, ast.Call) and ast.unparse(decorator.func) == "pytest.mark.xfail":
@@ -130,7 +131,7 @@ def ports() -> dict[str, tuple[str, int | None]]:
 
 
 def test_every_port_is_named_on_its_pulsar_tests_row() -> None:
-    listed = rows("ServiceUnitStateChannelTest")
+    listed = {**rows("ServiceUnitStateChannelTest"), **rows("The syncer and the metadata-store table view")}
     found = ports()
     assert found, "no ports"
     for port, (pulsar, _) in found.items():
