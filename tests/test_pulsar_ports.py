@@ -46,7 +46,7 @@ from statechan.cluster import (
     Unload,
 )
 from statechan.cluster.protocol import Tx
-from statechan.cluster.state import ChannelState, TaskKind, TimerKind, broker_id
+from statechan.cluster.state import ChannelState, TaskKind, TimerKind, broker_id, broker_name
 from statechan.keys import parse_key
 from statechan.stores import PATH_PREFIX, MetadataStoreTableView, Store, path_of
 from statechan.stores.metadata import SessionEvent
@@ -611,7 +611,7 @@ def test_testGetOwnerAsync(store: StoreKind) -> None:
 def channel_owner(c: Cluster, broker: str) -> str | None:
     """``getChannelOwnerAsync`` on ``broker``: the leader its election reads."""
     elected = c.state.brokers[broker_id(broker)].leader_view
-    return None if elected is None else c.brokers[f"broker-{elected[0] + 1}:8080"].id
+    return None if elected is None else broker_name(elected[0])
 
 
 @pytest.mark.parametrize("store", STORES)
