@@ -5,6 +5,8 @@ Each test drives the cluster with explicit actions, so every interleaving is the
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pydantic
 import pytest
 
@@ -73,6 +75,8 @@ def test_assignment_race_first_in_the_log_wins(store: StoreKind) -> None:
     assert {v[key].dst_broker for v in views.values()} == {first_target}
     answers = {a.broker: a.owner for a in c.answers if a.bundle == key}
     assert answers == {B1: first_target, B2: first_target}
+    for broker in c.brokers.values():  # validateHandlerCounters(channel, 1, 0, 1, 0, ...): the loser is not handled
+        assert +broker.handled == Counter({"Assigning": 1, "Owned": 1})
     no_violations(c)
 
 
@@ -106,6 +110,7 @@ def test_unload_frees_and_the_leader_tombstones_later(store: StoreKind) -> None:
     assert (freed.state, freed.dst_broker, freed.source_broker) == (S.Free, None, owner)
     c.advance(3_600_000 + 120_000)
     assert all(key not in view for view in c.views().values())
+    assert c.counters["monitor-tombstones"] == 1  # totalServiceUnitTombstoneCleanupCnt
     no_violations(c)
 
 
@@ -127,6 +132,11 @@ def test_split_owns_children_deletes_and_tombstones_the_parent(store: StoreKind)
             )
     assert c.split_failures == 0
     assert len(children) == 3
+    for broker in c.brokers.values():  # splitAndRetryTest's handler counts, on every channel
+        assert +broker.handled == Counter({"Assigning": 1, "Owned": 3, "Splitting": 1, "Deleted": 1, "Init": 1})
+    overrides = c.counters["monitor-overrides"] + c.counters["monitor-tombstones"]
+    c.advance(2 * 60_000)  # the monitor then finds nothing to do
+    assert c.counters["monitor-overrides"] + c.counters["monitor-tombstones"] == overrides
     no_violations(c)
 
 
@@ -145,6 +155,9 @@ def test_split_that_keeps_failing_is_completed_by_the_leader(store: StoreKind) -
     c.advance(30_000 + 2 * 60_000)  # past the in-flight wait, through the monitor
     assert key not in c.live_bundle_keys()
     assert all(key not in view for view in c.views().values())
+    assert c.counters["monitor-overrides"] == 1  # totalOrphanServiceUnitCleanupCnt
+    for broker in c.brokers.values():  # splitAndRetryFailureTest: the Splitting handled twice (failed, overridden)
+        assert +broker.handled == Counter({"Assigning": 1, "Owned": 3, "Splitting": 2, "Deleted": 1, "Init": 1})
     no_violations(c)
 
 
@@ -326,14 +339,14 @@ def test_lookups_per_state(store: StoreKind) -> None:
     v = ServiceUnitStateData
     assert answer_of(v(state=S.Assigning, dst_broker=B3, version_id=1)) == (B3, None, False)
     assert answer_of(v(state=S.Assigning, dst_broker=B2, version_id=1)) == (None, None, True)  # deferred
-    if store is StoreKind.system_topic:  # the metadata store takes only Assigning as a first write
-        assert answer_of(v(state=S.Owned, dst_broker=B3, version_id=1)) == (B3, None, False)
-        assert answer_of(v(state=S.Splitting, source_broker=B3, version_id=1)) == (B3, None, False)
-        assert answer_of(v(state=S.Releasing, dst_broker=B3, source_broker=B1, version_id=1)) == (B3, None, False)
-        assert answer_of(v(state=S.Releasing, source_broker=B1, version_id=1)) == (None, None, False)
-        deleted = answer_of(v(state=S.Deleted, source_broker=B1, version_id=1))
-        assert deleted[1] is not None
-        assert "is deleted" in deleted[1]
+    # the metadata store takes any first write of a node (version 1), as its view's put does
+    assert answer_of(v(state=S.Owned, dst_broker=B3, version_id=1)) == (B3, None, False)
+    assert answer_of(v(state=S.Splitting, source_broker=B3, version_id=1)) == (B3, None, False)
+    assert answer_of(v(state=S.Releasing, dst_broker=B3, source_broker=B1, version_id=1)) == (B3, None, False)
+    assert answer_of(v(state=S.Releasing, source_broker=B1, version_id=1)) == (None, None, False)
+    deleted = answer_of(v(state=S.Deleted, source_broker=B1, version_id=1))
+    assert deleted[1] is not None
+    assert "is deleted" in deleted[1]
 
 
 @pytest.mark.parametrize("store", STORES)

@@ -103,3 +103,47 @@ def test_every_test_of_ours_the_page_names_exists() -> None:
         if name not in functions:
             missing.append(f"{path}::{name}")
     assert missing == []
+
+
+PORTS = ROOT / "tests" / "test_pulsar_ports.py"
+
+
+def ports() -> dict[str, tuple[str, int | None]]:
+    """Each port in tests/test_pulsar_ports.py: the Pulsar test it is named after, and the
+    docs/fidelity.md entry its expected-failure mark waits on (None: no such mark)."""
+    found: dict[str, tuple[str, int | None]] = {}
+    for node in ast.parse(PORTS.read_text()).body:
+        if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test_"):
+            continue
+        names = {n: n for n in CHANNEL_TESTS} | {n.replace(".", "_"): n for n in STORE_AND_SYNCER_TESTS}
+        named = [names[n] for n in names if node.name == f"test_{n}" or node.name.startswith(f"test_{n}_")]
+        assert named, f"{node.name} names no Pulsar test this page lists"
+        entry = None
+        for decorator in node.decorator_list:
+            if isinstance(decorator, ast.Call) and ast.unparse(decorator.func) == "pytest.mark.xfail":
+                reason = {k.arg: k.value for k in decorator.keywords}.get("reason")
+                assert isinstance(reason, ast.Constant), f"{node.name}: an xfail without a reason"
+                match = re.search(r"docs/fidelity\.md entry (\d+)", str(reason.value))
+                assert match, f"{node.name}: its xfail names no docs/fidelity.md entry"
+                entry = int(match.group(1))
+        found[node.name] = (max(named, key=len), entry)
+    return found
+
+
+def test_every_port_is_named_on_its_pulsar_tests_row() -> None:
+    listed = {**rows("ServiceUnitStateChannelTest"), **rows("The syncer and the metadata-store table view")}
+    found = ports()
+    assert found, "no ports"
+    for port, (pulsar, _) in found.items():
+        assert f"tests/test_pulsar_ports.py::{port}`" in listed[pulsar], f"{pulsar}'s row does not name {port}"
+
+
+def test_every_expected_failure_says_which_divergence_it_waits_on() -> None:
+    text = PAGE.read_text()
+    table = text.split("### Expected failures", 1)[1].split("\n## ", 1)[0]
+    waiting = {port: entry for port, (_, entry) in ports().items() if entry is not None}
+    listed = {
+        match.group(1): int(match.group(2))
+        for match in re.finditer(r"`tests/test_pulsar_ports\.py::(\w+)`.*entry (\d+) \|", table)
+    }
+    assert listed == waiting
