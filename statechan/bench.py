@@ -840,18 +840,27 @@ for store in ("system-topic", "metadata-store"):
         spent = time.process_time() - started
         best = spent if best is None else min(best, spent)
     found[store] = [result.states, best]
+try:
+    from statechan.kernel import active
+except ImportError:  # a commit from before the compiled kernel
+    active = lambda: "pure"
+print(active())
 print(json.dumps(found))
 """
 """The checker at the default bound on both stores, fastest of N in process time: the same script
-for this tree and for a baseline commit, each in its own interpreter (``--baseline``)."""
+for this tree (each kernel) and for a baseline commit, each in its own interpreter (``--baseline``);
+it prints the kernel that ran, then the figures."""
 
 
 def bench_check_against(baseline: str, rounds: int = 3, repeats: int = 3) -> list[Figure]:
     """The checker at the default bound on both stores against the code at ``baseline`` (a git
-    revision), checked out in a temporary worktree; the two run alternately, ``rounds`` times,
-    each the fastest of ``repeats`` searches in process time, and each side's best is kept."""
+    revision), checked out in a temporary worktree: the baseline, this tree's pure-Python kernel
+    and, when ``make compiled`` built it, its compiled kernel run in turn, ``rounds`` times, each
+    the fastest of ``repeats`` searches in process time; each side's best is kept."""
     import shutil
     import tempfile
+
+    from statechan.kernel import unusable
 
     root = Path(__file__).resolve().parent.parent
     folder = Path(tempfile.mkdtemp(prefix="statechan-baseline-"))
@@ -866,21 +875,30 @@ def bench_check_against(baseline: str, rounds: int = 3, repeats: int = 3) -> lis
         shutil.rmtree(folder, ignore_errors=True)
         raise SystemExit(f"--baseline {baseline}: git could not check it out: {added.stderr.strip()}")
     sha = commit(tree)
-    best: dict[str, dict[str, list[float]]] = {"baseline": {}, "here": {}}
+    sides: list[tuple[str, Path, str]] = [("baseline", tree, "pure"), ("pure", root, "pure")]
+    why_not = unusable()
+    if why_not is None:
+        sides.append(("compiled", root, "compiled"))
+    else:
+        print(f"check --baseline: the compiled kernel is not measured: {why_not}", file=sys.stderr)
+    best: dict[str, dict[str, list[float]]] = {side: {} for side, _, _ in sides}
     try:
         for _ in range(rounds):
-            for side, path in (("baseline", tree), ("here", root)):
+            for side, path, kernel in sides:
                 done = subprocess.run(
                     [sys.executable, "-c", _CHECK_DEFAULT_BOUND, str(repeats)],
                     cwd=path,
-                    env={**os.environ, "PYTHONPATH": str(path)},
+                    env={**os.environ, "PYTHONPATH": str(path), "STATECHAN_KERNEL": kernel},
                     capture_output=True,
                     text=True,
                     check=False,
                 )
                 if done.returncode != 0:
                     raise SystemExit(f"the checker at {side} ({path}) failed: {done.stderr.strip()[-2000:]}")
-                for store, (states, seconds) in json.loads(done.stdout.strip().splitlines()[-1]).items():
+                ran, measured = done.stdout.strip().splitlines()[-2:]
+                if ran != kernel:
+                    raise SystemExit(f"the checker at {side} ran the {ran} kernel, not the {kernel} one")
+                for store, (states, seconds) in json.loads(measured).items():
                     known = best[side].get(store)
                     if known is None or seconds < known[1]:
                         best[side][store] = [states, seconds]
@@ -888,23 +906,26 @@ def bench_check_against(baseline: str, rounds: int = 3, repeats: int = 3) -> lis
         subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(tree)], check=False)
         shutil.rmtree(folder, ignore_errors=True)
     figures = []
-    for store in ("system-topic", "metadata-store"):
-        states, seconds = best["here"][store]
-        old_states, old_seconds = best["baseline"][store]
-        figures.append(
-            Figure(
-                f"check: {store}, default bound, against commit {sha}",
-                int(states),
-                seconds,
-                f"the checker at {sha}, same bound, same run",
-                old_seconds,
-                {
-                    "states at the baseline": int(old_states),
-                    "speed-up": f"{old_seconds / seconds:.2f}x",
-                    "timed": f"process time, fastest of {repeats} searches in each of {rounds} alternating rounds",
-                },
+    names = {"pure": "pure Python", "compiled": "compiled kernel (make compiled)"}
+    for side, _, _ in sides[1:]:
+        for store in ("system-topic", "metadata-store"):
+            states, seconds = best[side][store]
+            old_states, old_seconds = best["baseline"][store]
+            figures.append(
+                Figure(
+                    f"check: {store}, default bound, {names[side]}, against commit {sha}",
+                    int(states),
+                    seconds,
+                    f"the checker at {sha}, same bound, same run",
+                    old_seconds,
+                    {
+                        "states at the baseline": int(old_states),
+                        "speed-up": f"{old_seconds / seconds:.2f}x",
+                        "timed": f"process time, fastest of {repeats} searches in each of {rounds} rounds "
+                        f"({', '.join(side for side, _, _ in sides)} in turn)",
+                    },
+                )
             )
-        )
     return figures
 
 

@@ -30,8 +30,8 @@ from pathlib import Path
 from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent.parent
-BUILD = ROOT / "build" / "compiled"
-"""Where ``make compiled`` puts the build (the manifest and ``lib/``)."""
+BUILD = Path(os.environ.get("STATECHAN_KERNEL_DIR") or ROOT / "build" / "compiled")
+"""Where ``make compiled`` puts the build (the manifest and ``lib/``); ``STATECHAN_KERNEL_DIR`` names another."""
 CHOICES = ("auto", "pure", "compiled")
 
 
@@ -106,6 +106,11 @@ def install(build: Path = BUILD) -> str:
     sys.meta_path.insert(0, _Finder(extensions))
     _state.update(kernel="compiled", modules=modules, why=f"compiled build in {build}")
     return "compiled"
+
+
+def unusable(build: Path = BUILD) -> str | None:
+    """Why the compiled build cannot be used in a new interpreter (None: it can)."""
+    return _usable(build)[2]
 
 
 def active() -> str:
