@@ -933,7 +933,7 @@ _DEAD_VIEW = {True: ((), 0), False: ((), None)}
 
 
 def _verdict(verdict: Verdict) -> tuple[str, str | None]:
-    return (verdict.reason.value, None if verdict.check is None else verdict.check.value)
+    return (verdict.reason._value_, None if verdict.check is None else verdict.check._value_)
 
 
 class ChannelState(enum.Enum):
