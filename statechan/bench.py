@@ -933,6 +933,7 @@ def bench_check(baseline: str | None) -> list[Figure]:
     """The model checker at its documented small bounds: distinct states per second, and the
     broker-symmetry and partial-order reduction factors (each measured here, beside the search
     without it); with a ``baseline`` revision, the default bound on both stores against it too."""
+    from statechan import kernel
     from statechan.checker import Bounds, check
     from statechan.cluster import Cluster, StoreKind
 
@@ -974,6 +975,7 @@ def bench_check(baseline: str | None) -> list[Figure]:
                 "depth": topic.depth,
                 "complete": topic.complete,
                 "timed": f"fastest of {CHECK_REPEATS} searches (and of {CHECK_REPEATS} floors)",
+                "kernel": kernel.active(),
             },
         ),
         Figure(
