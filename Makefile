@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit typecheck lint bench deep fuzz docs clean java zookeeper chromium screenshots
+.PHONY: compiled demo test unit typecheck lint bench deep fuzz docs clean java zookeeper chromium screenshots
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "statechan needs Python >= 3.11")'
@@ -31,6 +31,12 @@ test: $(STAMP) java zookeeper chromium
 	$(PY) -m mypy
 	$(PY) -m ruff check statechan tests properties conftest.py
 	$(PY) -m statechan graph --check-docs docs
+
+# optional: the checker's kernel compiled with mypyc into build/compiled (import statechan uses it
+# while its sources are unchanged; STATECHAN_KERNEL=pure turns it off)
+compiled: $(STAMP)
+	$(PY) -c "import setuptools" 2>/dev/null || $(PY) -m pip install --quiet setuptools
+	$(PY) build_compiled.py
 
 unit: $(STAMP)
 	$(PY) -m pytest -q -x

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# first: chooses the compiled or the pure kernel before any of its modules is imported
+from statechan import kernel  # noqa: F401
 from statechan.model import (
     DEFAULT_MODEL,
     BrokerCheck,

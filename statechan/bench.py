@@ -830,6 +830,15 @@ CHECK_REPEATS = 5
 """How many times the model checker's small searches (and their floor) run; the fastest counts."""
 
 
+_KERNEL_LINE = """
+try:
+    from statechan.kernel import active
+except ImportError:  # a commit from before the compiled kernel
+    active = lambda: "pure"
+print(active())
+"""
+"""Printed by each script of :func:`against_baseline` before its figures: the kernel that ran."""
+
 _CHECK_DEFAULT_BOUND = """
 import json, sys, time
 from statechan.checker import Bounds, check
@@ -846,7 +855,7 @@ for store in ("system-topic", "metadata-store"):
 print(json.dumps(found))
 """
 """The checker at the default bound on both stores, fastest of N in process time: the same script
-for this tree and for a baseline commit, each in its own interpreter (``--baseline``)."""
+for this tree (each kernel) and for a baseline commit, each in its own interpreter (``--baseline``)."""
 
 _SIMULATED_DAY = """
 import json, sys, time
@@ -917,46 +926,64 @@ def baseline_tree(baseline: str) -> Iterator[tuple[Path, str]]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+_KERNEL_NAMES = {"pure": "pure Python", "compiled": "compiled kernel (make compiled)"}
+
+
 def against_baseline(baseline: str, script: str, what: str, rounds: int = 3, repeats: int = 3) -> list[Figure]:
     """``script`` (Python that prints ``{name: [items, seconds]}``, the fastest of ``argv[1]``
-    repeats in process time) run in this checkout and at ``baseline``, alternately, ``rounds``
-    times; each side's best per name is kept, and each name becomes a figure against the baseline."""
+    repeats in process time) run at ``baseline``, in this checkout on the pure-Python kernel and,
+    when ``make compiled`` built it, on the compiled kernel, in turn, ``rounds`` times; each side's
+    best per name is kept, and each name on each kernel of this checkout becomes a figure."""
+    from statechan.kernel import unusable
+
     root = Path(__file__).resolve().parent.parent
-    best: dict[str, dict[str, list[float]]] = {"baseline": {}, "here": {}}
+    sides: list[tuple[str, Path | None, str]] = [("baseline", None, "pure"), ("pure", root, "pure")]
+    why_not = unusable()
+    if why_not is None:
+        sides.append(("compiled", root, "compiled"))
+    else:
+        print(f"--baseline: the compiled kernel is not measured: {why_not}", file=sys.stderr)
+    best: dict[str, dict[str, list[float]]] = {side: {} for side, _, _ in sides}
     with baseline_tree(baseline) as (tree, sha):
         for _ in range(rounds):
-            for side, path in (("baseline", tree), ("here", root)):
+            for side, path, kernel in sides:
+                where = path or tree
                 done = subprocess.run(
-                    [sys.executable, "-c", script, str(repeats)],
-                    cwd=path,
-                    env={**os.environ, "PYTHONPATH": str(path)},
+                    [sys.executable, "-c", _KERNEL_LINE + script, str(repeats)],
+                    cwd=where,
+                    env={**os.environ, "PYTHONPATH": str(where), "STATECHAN_KERNEL": kernel},
                     capture_output=True,
                     text=True,
                     check=False,
                 )
                 if done.returncode != 0:
-                    raise SystemExit(f"{what} at {side} ({path}) failed: {done.stderr.strip()[-2000:]}")
-                for name, (items, seconds) in json.loads(done.stdout.strip().splitlines()[-1]).items():
+                    raise SystemExit(f"{what} at {side} ({where}) failed: {done.stderr.strip()[-2000:]}")
+                ran, measured = done.stdout.strip().splitlines()[-2:]
+                if ran != kernel:
+                    raise SystemExit(f"{what} at {side} ran the {ran} kernel, not the {kernel} one")
+                for name, (items, seconds) in json.loads(measured).items():
                     known = best[side].get(name)
                     if known is None or seconds < known[1]:
                         best[side][name] = [items, seconds]
     figures = []
-    for name, (items, seconds) in best["here"].items():
-        old_items, old_seconds = best["baseline"][name]
-        figures.append(
-            Figure(
-                f"{name}, against commit {sha}",
-                int(items),
-                seconds,
-                f"{what} at {sha}, same work, same run",
-                old_seconds,
-                {
-                    "items at the baseline": int(old_items),
-                    "speed-up": f"{old_seconds / seconds:.2f}x",
-                    "timed": f"process time, fastest of {repeats} in each of {rounds} alternating rounds",
-                },
+    for side, _, _ in sides[1:]:
+        for name, (items, seconds) in best[side].items():
+            old_items, old_seconds = best["baseline"][name]
+            figures.append(
+                Figure(
+                    f"{name}, {_KERNEL_NAMES[side]}, against commit {sha}",
+                    int(items),
+                    seconds,
+                    f"{what} at {sha}, same work, same run",
+                    old_seconds,
+                    {
+                        "items at the baseline": int(old_items),
+                        "speed-up": f"{old_seconds / seconds:.2f}x",
+                        "timed": f"process time, fastest of {repeats} in each of {rounds} rounds "
+                        f"({', '.join(side for side, _, _ in sides)} in turn)",
+                    },
+                )
             )
-        )
     return figures
 
 
@@ -969,6 +996,7 @@ def bench_check(baseline: str | None) -> list[Figure]:
     """The model checker at its documented small bounds: distinct states per second, and the
     broker-symmetry and partial-order reduction factors (each measured here, beside the search
     without it); with a ``baseline`` revision, the default bound on both stores against it too."""
+    from statechan import kernel
     from statechan.checker import Bounds, check
     from statechan.cluster import Cluster, StoreKind
 
@@ -1011,6 +1039,7 @@ def bench_check(baseline: str | None) -> list[Figure]:
                 "depth": topic.depth,
                 "complete": topic.complete,
                 "timed": f"fastest of {CHECK_REPEATS} searches (and of {CHECK_REPEATS} floors)",
+                "kernel": kernel.active(),
             },
         ),
         Figure(

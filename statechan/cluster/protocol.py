@@ -2340,7 +2340,7 @@ def inject(state: ClusterState, **changes: Any) -> ClusterState:
     new = state.thaw()
     cold = new.cold.thaw()
     for name, value in changes.items():
-        setattr(cold if name in Cold.__slots__ else new, name, value)
+        setattr(cold if hasattr(cold, name) else new, name, value)
     new.cold = cold
     return new
 

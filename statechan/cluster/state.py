@@ -128,21 +128,11 @@ class Canon:
         return self.perm[broker]
 
 
-def _thawer(cls: type[C]) -> Callable[[C], C]:
-    """A fast shallow copy of a slotted record (its cached hash reset): a step's draft of it."""
-    names = [n for klass in cls.__mro__ for n in getattr(klass, "__slots__", ())]
-    lines = ["def thaw(self):", "    copy = new(cls)"]
-    lines += [f"    copy.{n} = self.{n}" for n in names if n not in _CACHES]
-    lines += [f"    copy.{n} = None" for n in names if n in _CACHES and n not in ("_tok", "_ch")]
-    lines += ["    copy._tok = -1", "    copy._ch = 0", "    return copy"]
-    scope: dict[str, Any] = {"new": object.__new__, "cls": cls}
-    exec("\n".join(lines), scope)
-    return scope["thaw"]  # type: ignore[no-any-return]
-
-
-C = TypeVar("C")
 _CACHES = frozenset({"_tok", "_ch", "_sig", "_dict", "_quiet", "_data"})
 """The slots that hold what a record works out from itself (not pickled: a worker works it out again)."""
+
+
+_UNSET: Final = object()
 
 
 class _Cached:
@@ -154,20 +144,32 @@ class _Cached:
         self._tok = -1
         self._ch = 0
 
-    def thaw(self: C) -> C:
-        """A draft of the record: a shallow copy a step may change (made by :func:`_thawer`)."""
+    def _args(self) -> tuple[Any, ...]:
+        """What the constructor takes to make a copy (the rest follows as the pickled state)."""
         raise NotImplementedError
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its constructor's arguments and its fields (a compiled record cannot be made
+        without its ``__init__``, as copyreg's default would)."""
+        return (type(self), self._args(), self.__getstate__())
+
     def __getstate__(self) -> tuple[None, dict[str, Any]]:
-        """Pickled without the cached hash: its context's token means nothing in another process."""
+        """Pickled without the cached hash: its context's token means nothing in another process.
+        (A compiled record lists its fields in ``__mypyc_attrs__`` instead of ``__slots__``.)"""
         slots = {
             name: None if name in _CACHES else getattr(self, name)
             for klass in type(self).__mro__
-            for name in getattr(klass, "__slots__", ())
+            for name in getattr(klass, "__slots__", ()) or getattr(klass, "__mypyc_attrs__", ())
             if hasattr(self, name)
         }
         slots["_tok"], slots["_ch"] = -1, 0
         return None, slots
+
+    def __setstate__(self, state: tuple[None, dict[str, Any]]) -> None:
+        """The fields the constructor did not set (a compiled record's final fields cannot be set again)."""
+        for name, value in state[1].items():
+            if getattr(self, name, _UNSET) != value:
+                setattr(self, name, value)
 
     def form(self, c: Canon, sub: Callable[[Any], Any]) -> Form:
         """The record's canonical form, with ``sub`` applied to the records it holds (their hash,
@@ -212,6 +214,17 @@ class Rec(_Cached):
         self.timestamp: Final = timestamp
         self.split: Final = split
         self._data: ServiceUnitStateData | None = None
+
+    def _args(self) -> tuple[Any, ...]:
+        return (
+            self.state,
+            self.dst_broker,
+            self.source_broker,
+            self.version_id,
+            self.force,
+            self.timestamp,
+            self.split,
+        )
 
     def __eq__(self, other: object) -> bool:
         return self is other or (
@@ -318,6 +331,9 @@ class Raw:
     def __init__(self, payload: bytes) -> None:
         self.payload: Final = payload
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Raw, (self.payload,))
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Raw) and other.payload == self.payload
 
@@ -337,6 +353,9 @@ class Msg(_Cached):
         self.value: Final = value
         self.publish_time: Final = publish_time
         self.producer: Final = producer
+
+    def _args(self) -> tuple[Any, ...]:
+        return (self.key, self.value, self.publish_time, self.producer)
 
     def form(self, c: Canon, sub: Callable[[Any], Any]) -> Form:
         value = self.value
@@ -360,6 +379,9 @@ class Log(_Cached):
         self._chunks = chunks
         self._tail = tail
         self._len = len(chunks) * self.CHUNK + len(tail)
+
+    def _args(self) -> tuple[Any, ...]:
+        return (self._chunks, self._tail)
 
     def __len__(self) -> int:
         return self._len
@@ -393,6 +415,9 @@ class Registration:
     def __init__(self, broker: int, incarnation: int) -> None:
         self.broker: Final = broker
         self.incarnation: Final = incarnation
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Registration, (self.broker, self.incarnation))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Registration) and (other.broker, other.incarnation) == (self.broker, self.incarnation)
@@ -430,6 +455,9 @@ class Node(_Cached):
         self.modified: Final = modified
         self.modified_ms: Final = modified_ms
 
+    def _args(self) -> tuple[Any, ...]:
+        return (self.data, self.version, self.owner, self.created, self.modified, self.modified_ms)
+
     def form(self, c: Canon, sub: Callable[[Any], Any]) -> Form:
         data = self.data
         if isinstance(data, Rec):
@@ -463,6 +491,13 @@ class Client(_Cached):
         self.connected = connected
         self.closed = closed
         self.queue = queue
+
+    def thaw(self) -> Client:
+        """A draft of the record: a shallow copy a step may change (its caches empty)."""
+        return Client(self.session, self.connected, self.closed, self.queue)
+
+    def _args(self) -> tuple[Any, ...]:
+        return (self.session, self.connected, self.closed, self.queue)
 
     @property
     def live(self) -> bool:
@@ -502,6 +537,13 @@ class Store(_Cached):
         self.zxid = zxid
         self.sessions = sessions
         """The last session number given (history)."""
+
+    def thaw(self) -> Store:
+        """A draft of the record: a shallow copy a step may change (its caches empty)."""
+        return Store(self.channel, self.registry, self.leader, self.zxid, self.sessions)
+
+    def _args(self) -> tuple[Any, ...]:
+        return (self.channel, self.registry, self.leader, self.zxid, self.sessions)
 
     def ephemeral(self) -> list[tuple[Path, Owner]]:
         """The ephemeral nodes and their owners, in the order they were made."""
@@ -560,6 +602,13 @@ class View(_Cached):
         self.closed = closed
         self._dict: dict[str, Rec] | None = None
 
+    def thaw(self) -> View:
+        """A draft of the record: a shallow copy a step may change (its caches empty)."""
+        return View(self.position, self.items, self.owned, self.seq, self.started, self.closed)
+
+    def _args(self) -> tuple[Any, ...]:
+        return (self.position, self.items, self.owned, self.seq, self.started, self.closed)
+
     def get(self, key: str) -> Rec | None:
         held = self.items.get(key)
         return None if held is None else held[1]
@@ -609,6 +658,9 @@ class Put:
         self.read_version: Final = read_version
         self.verdict: Final = verdict
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Put, (self.key, self.value, self.read_version, self.verdict))
+
 
 PutResult = tuple[bool, bool]
 """What a compare-and-set did: (applied, failed with a store error other than a lost race)."""
@@ -636,6 +688,9 @@ class Task:
         self.target: Final = target
         self.put: Final = put
         self.waits: Final = waits
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Task, (self.kind, self.key, self.data, self.target, self.put, self.waits))
 
     def describe(self) -> str:
         return f"{self.kind.value} {self.key}" + (f" -> {broker_name(self.target)}" if self.target is not None else "")
@@ -680,6 +735,22 @@ class Timer:
         self.target: Final = target
         self.attempt: Final = attempt
         self.graceful: Final = graceful
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            Timer,
+            (
+                self.due,
+                self.seq,
+                self.kind,
+                self.broker,
+                self.incarnation,
+                self.key,
+                self.target,
+                self.attempt,
+                self.graceful,
+            ),
+        )
 
     @property
     def source(self) -> tuple[bool, int]:
@@ -739,6 +810,25 @@ class Broker(_Cached):
         self.registry_cache: frozenset[int] = frozenset()
         self.shutting_down = False
         self._sig: tuple[bool, tuple[Any, ...]] | None = None
+
+    def thaw(self) -> Broker:
+        """A draft of the record: a shallow copy a step may change (its caches empty)."""
+        copy = Broker(self.id, self.incarnation, self.view, self.client)
+        copy.alive = self.alive
+        copy.channel = self.channel
+        copy.jobs = self.jobs
+        copy.last_session_event = self.last_session_event
+        copy.leader_view = self.leader_view
+        copy.lookups = self.lookups
+        copy.monitor_scheduled = self.monitor_scheduled
+        copy.registry_cache = self.registry_cache
+        copy.shutting_down = self.shutting_down
+        copy.tasks = self.tasks
+        copy.unloads = self.unloads
+        return copy
+
+    def _args(self) -> tuple[Any, ...]:
+        return (self.id, self.incarnation, self.view, self.client)
 
     @property
     def is_leader(self) -> bool:
@@ -843,7 +933,7 @@ _DEAD_VIEW = {True: ((), 0), False: ((), None)}
 
 
 def _verdict(verdict: Verdict) -> tuple[str, str | None]:
-    return (verdict.reason.value, None if verdict.check is None else verdict.check.value)
+    return (verdict.reason._value_, None if verdict.check is None else verdict.check._value_)
 
 
 class ChannelState(enum.Enum):
@@ -902,6 +992,18 @@ class Syncer(_Cached):
         self.active = True
         self.saved_threshold = saved
 
+    def thaw(self) -> Syncer:
+        """A draft of the record: a shallow copy a step may change (its caches empty)."""
+        copy = Syncer(self.topic_view, self.store_view, self.client, self.started_at, self.saved_threshold)
+        copy.active = self.active
+        copy.store_echoes = self.store_echoes
+        copy.topic_echoes = self.topic_echoes
+        copy.unsynced = self.unsynced
+        return copy
+
+    def _args(self) -> tuple[Any, ...]:
+        return (self.topic_view, self.store_view, self.client, self.started_at, self.saved_threshold)
+
     def form(self, c: Canon, sub: Callable[[Any], Any]) -> Form:
         def echoes(counted: Echoes) -> Form:
             return tuple(sorted(((k, None if v is None else sub(v)), n) for (k, v), n in counted.items() if n))
@@ -937,6 +1039,20 @@ class Topic(_Cached):
         self.born: immutables.Map[str, int] = immutables.Map()
         self.deleted: frozenset[str] = frozenset()
 
+    def thaw(self) -> Topic:
+        """A draft of the record: a shallow copy a step may change (its caches empty)."""
+        copy = Topic(self.threshold)
+        copy.born = self.born
+        copy.compacted = self.compacted
+        copy.deleted = self.deleted
+        copy.horizon = self.horizon
+        copy.log = self.log
+        copy.settled = self.settled
+        return copy
+
+    def _args(self) -> tuple[Any, ...]:
+        return (self.threshold,)
+
     @property
     def end(self) -> int:
         """The offset the next message gets (the log's length)."""
@@ -963,6 +1079,9 @@ class Bundles:
         self.keys: Final = frozenset(b.key for _, bundles in namespaces for b in bundles)
         self.sorted_keys: Final = tuple(sorted(self.keys))
         self.form: Final = tuple((ns, tuple((b.lower, b.upper) for b in bundles)) for ns, bundles in namespaces)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Bundles, (self.namespaces,))
 
     def replaced(self, parent: Bundle, children: list[Bundle]) -> Bundles:
         """The bundles after ``parent`` was split into ``children`` (the same when it is gone already)."""
@@ -1002,6 +1121,21 @@ class Cold(_Cached):
         self.failed_splits: frozenset[str] = frozenset()
         self.departed: frozenset[int] = frozenset()
 
+    def thaw(self) -> Cold:
+        """A draft of the record: a shallow copy a step may change (its caches empty)."""
+        copy = Cold(self.bundles)
+        copy.crash_times = self.crash_times
+        copy.departed = self.departed
+        copy.failed_splits = self.failed_splits
+        copy.loads = self.loads
+        copy.loads_at = self.loads_at
+        copy.split_failures = self.split_failures
+        copy.unregistered_at = self.unregistered_at
+        return copy
+
+    def _args(self) -> tuple[Any, ...]:
+        return (self.bundles,)
+
     def form(self, c: Canon, sub: Callable[[Any], Any]) -> Form:
         b, age, perm = c.b, c.age, c.perm
         loads: Form = self.loads
@@ -1013,9 +1147,7 @@ class Cold(_Cached):
             self.bundles.form,
             self.split_failures,
             tuple(sorted((b(x), age(t)) for x, t in self.crash_times.items())) if self.crash_times else (),
-            tuple(sorted((b(x), age(t)) for x, t in self.unregistered_at.items()))
-            if self.unregistered_at
-            else (),
+            tuple(sorted((b(x), age(t)) for x, t in self.unregistered_at.items())) if self.unregistered_at else (),
             age(self.loads_at) if self.loads_at >= 0 else None,
             tuple(sorted(self.failed_splits)) if self.failed_splits else (),
             tuple(sorted(b(x) for x in self.departed)) if self.departed else (),
@@ -1061,6 +1193,24 @@ class ClusterState(_Cached):
         """Whether nothing but timers waits (worked out once: :func:`~statechan.cluster.protocol.quiescent`)."""
 
     # -- reading --------------------------------------------------------------------------------------
+    def thaw(self) -> ClusterState:
+        """A draft of the record: a shallow copy a step may change (its caches empty)."""
+        copy = ClusterState(self.now, self.topic, self.cold.bundles)
+        copy.brokers = self.brokers
+        copy.cold = self.cold
+        copy.dead_clients = self.dead_clients
+        copy.leader_for = self.leader_for
+        copy.leader_since = self.leader_since
+        copy.seq = self.seq
+        copy.store = self.store
+        copy.syncer = self.syncer
+        copy.timers = self.timers
+        copy.work_since = self.work_since
+        return copy
+
+    def _args(self) -> tuple[Any, ...]:
+        return (self.now, self.topic, self.cold.bundles)
+
     def registered(self, broker: int) -> bool:
         return broker in self.store.registry
 
@@ -1149,7 +1299,3 @@ def _timer_order(c: Canon, timer: Timer) -> tuple[int, bool, int, int]:
     own in the order scheduled. Which of two sources' timers due together came first is not kept:
     either may fire first (a :class:`~statechan.cluster.actions.Tick` names the source)."""
     return (timer.due, timer.kind is TimerKind.session_expiry, c.b(timer.broker), timer.seq)  # type: ignore[return-value]
-
-
-for _record in (Client, Store, View, Broker, Syncer, Topic, Cold, ClusterState):
-    setattr(_record, "thaw", _thawer(_record))  # noqa: B010 - a method made from the class's slots

@@ -1,0 +1,128 @@
+"""Which kernel runs: the pure-Python modules, or their optional compiled build.
+
+``make compiled`` compiles the model checker's hot modules (the cluster state and the protocol)
+with mypyc into ``build/compiled`` (see ``build_compiled.py``), beside a manifest that names each
+module's extension and the SHA-256 of the source it was compiled from. Importing :mod:`statechan`
+installs a finder that loads those extensions in place of the modules, but only when the build
+exists, was made by this Python, and every source it was compiled from is unchanged: a build
+older than its source is never used (a warning says so and the pure modules run). The Python
+sources stay the one definition of the model; the compiled modules behave the same
+(``tests/test_compiled.py`` runs both and compares the checker's results).
+
+``STATECHAN_KERNEL`` chooses: ``auto`` (the default: compiled where built and current), ``pure``
+(never the build), or ``compiled`` (the build, or an error saying why not).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+import sysconfig
+import warnings
+from collections.abc import Sequence
+from importlib.machinery import ModuleSpec
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = Path(os.environ.get("STATECHAN_KERNEL_DIR") or ROOT / "build" / "compiled")
+"""Where ``make compiled`` puts the build (the manifest and ``lib/``); ``STATECHAN_KERNEL_DIR`` names another."""
+CHOICES = ("auto", "pure", "compiled")
+
+
+class KernelError(RuntimeError):
+    """``STATECHAN_KERNEL=compiled`` asked for a build that cannot be used."""
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    """Finds the compiled modules (and mypyc's shared library) in the build; nothing else."""
+
+    def __init__(self, extensions: dict[str, Path]) -> None:
+        self.extensions = extensions
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        where = self.extensions.get(fullname)
+        if where is None:
+            return None
+        loader = importlib.machinery.ExtensionFileLoader(fullname, str(where))
+        return importlib.util.spec_from_file_location(fullname, where, loader=loader)
+
+
+def _usable(build: Path) -> tuple[dict[str, Path], list[str], str | None]:
+    """The build's extensions, the source modules they replace, and why they cannot be used (None: they can)."""
+    manifest_path = build / "manifest.json"
+    if not manifest_path.exists():
+        return {}, [], f"no compiled build in {build} (make compiled)"
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        extensions = {name: build / path for name, path in manifest["extensions"].items()}
+        sources: dict[str, str] = manifest["sources"]
+        suffix = manifest["suffix"]
+    except (OSError, ValueError, KeyError, AttributeError) as error:
+        return {}, [], f"the compiled build's manifest {manifest_path} is unreadable ({error}): make compiled"
+    if suffix != sysconfig.get_config_var("EXT_SUFFIX"):
+        return {}, [], f"the compiled build in {build} is for another Python ({suffix}): make compiled"
+    for module, digest in sources.items():
+        source = ROOT / (module.replace(".", "/") + ".py")
+        if not source.exists() or hashlib.sha256(source.read_bytes()).hexdigest() != digest:
+            return {}, [], f"{source.relative_to(ROOT)} changed since the compiled build: make compiled"
+    missing = [str(path) for path in extensions.values() if not path.exists()]
+    if missing:
+        return {}, [], f"the compiled build lacks {', '.join(missing)}: make compiled"
+    return extensions, list(sources), None
+
+
+_state: dict[str, object] = {"kernel": "pure", "modules": [], "why": "not chosen yet"}
+
+
+def install(build: Path = BUILD) -> str:
+    """Chooses the kernel (see the module's docstring) before any kernel module is imported;
+    returns ``"compiled"`` or ``"pure"``. Called once, by ``import statechan``."""
+    choice = os.environ.get("STATECHAN_KERNEL", "auto").strip().lower() or "auto"
+    if choice not in CHOICES:
+        raise KernelError(f"STATECHAN_KERNEL={choice!r}: expected one of {', '.join(CHOICES)}")
+    if choice == "pure":
+        _state.update(kernel="pure", modules=[], why="STATECHAN_KERNEL=pure")
+        return "pure"
+    extensions, modules, why = _usable(build)
+    if why is None:
+        early = [module for module in modules if module in sys.modules]
+        if early:
+            why = f"{', '.join(early)} imported before the compiled kernel could be chosen"
+    if why is not None:
+        if choice == "compiled":
+            raise KernelError(f"STATECHAN_KERNEL=compiled: {why}")
+        if (build / "manifest.json").exists():
+            warnings.warn(f"the pure-Python kernel runs: {why}", RuntimeWarning, stacklevel=2)
+        _state.update(kernel="pure", modules=[], why=why)
+        return "pure"
+    sys.meta_path.insert(0, _Finder(extensions))
+    _state.update(kernel="compiled", modules=modules, why=f"compiled build in {build}")
+    return "compiled"
+
+
+def unusable(build: Path = BUILD) -> str | None:
+    """Why the compiled build cannot be used in a new interpreter (None: it can)."""
+    return _usable(build)[2]
+
+
+def active() -> str:
+    """``"compiled"`` or ``"pure"``: the kernel that runs."""
+    return str(_state["kernel"])
+
+
+def describe() -> str:
+    """The kernel that runs and why, for people (``statechan check`` and the benchmarks show it)."""
+    modules = _state["modules"]
+    listed = f": {', '.join(modules)}" if isinstance(modules, list) and modules else ""
+    return f"{_state['kernel']} ({_state['why']}){listed}"
+
+
+install()
