@@ -2,10 +2,12 @@
 changed no behaviour: each step's action, the trace records it wrote and the observation after it,
 normalized (brokers by name, values as Pulsar's JSON) and chained into a digest kept every few steps.
 
-``tests/data/golden-runs.json.gz`` was recorded by this module on statechan 479cd15, the last
+``tests/data/golden-runs.json.gz`` was first recorded by this module on statechan 479cd15, the last
 commit whose simulator stepped a mutable object graph (``python -m tests.golden record`` with that
 checkout first on ``PYTHONPATH``); ``tests/test_golden.py`` replays the same runs on this one and
-requires the same digests. The normalization reads either implementation's observation.
+requires the same digests. The normalization reads either implementation's observation. A change of
+behaviour made on purpose is recorded again (``python -m tests.golden record``, which names the
+commit it ran on and the runs whose digests changed); the file names the commit it was recorded on.
 """
 
 from __future__ import annotations
@@ -187,9 +189,18 @@ def load() -> dict[str, list[str]]:
     return recorded
 
 
+def _commit() -> str:
+    import subprocess
+
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
+    return done.stdout.strip() or "unknown"
+
+
 if __name__ == "__main__" and sys.argv[1:] == ["record"]:
     GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+    before = load() if GOLDEN.exists() else {}
     found = {name: make(spec) for name, spec in runs().items()}
     with gzip.open(GOLDEN, "wt", encoding="utf-8") as out:
-        json.dump({"recorded": "statechan 479cd15", "every": EVERY, "runs": found}, out, indent=0, sort_keys=True)
-    print(f"{len(found)} runs written to {GOLDEN}")
+        json.dump({"recorded": f"statechan {_commit()}", "every": EVERY, "runs": found}, out, indent=0, sort_keys=True)
+    changed = sorted(name for name in found if before.get(name) != found[name])
+    print(f"{len(found)} runs written to {GOLDEN}; changed: {', '.join(changed) or 'none'}")

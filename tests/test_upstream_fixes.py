@@ -301,7 +301,7 @@ def test_fix_08_the_prepared_create_finds_the_parents_node_and_fails() -> None:
     assert set(run.broken) <= {"semi-terminal-tombstoned"}  # the Deleted kept, by design
 
 
-@pytest.mark.parametrize("name", ["finding-forced-free-tombstone.json", "checker-finding-9.json"])
+@pytest.mark.parametrize("name", ["finding-forced-free-tombstone.json"])
 def test_fix_09_the_forced_frees_tombstone_is_dropped_over_a_newer_owner(name: str) -> None:
     run, actions = _saved(name, VARIANTS["fix-09"])
     run.follow(actions)

@@ -90,6 +90,21 @@ class Variant(BaseModel):
         description="#24478: without a session a system-topic broker answers lookups from its view "
         "unchecked, and re-registers without catching its view up first",
     )
+    unregistered_lookup_checks_owner: bool = Field(
+        False,
+        description="the model before getActiveOwnerAsync's best-efforts branch: a lookup on a broker out of "
+        "the registry checks the owner as any other (fails without a session, defers on an inactive owner)",
+    )
+    split_rereads_parent: bool = Field(
+        False,
+        description="safer than Pulsar: a queued split reads its parent again and is dropped when the "
+        "parent's Splitting names another source (handleSplitEvent does not re-read it)",
+    )
+    graceful_cleanup_without_leader: bool = Field(
+        False,
+        description="the model before it read doCleanup's channel-owner check: a broker's own graceful "
+        "clean-up runs with no leader known",
+    )
 
     monitor_tombstones_active: bool = Field(
         False,

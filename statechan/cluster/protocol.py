@@ -726,19 +726,27 @@ class Tx:
             self.count("register-failed")
 
     def is_registered(self, i: int, other: int | None) -> bool | None:
-        """Whether ``other`` is in the registry, as broker ``i`` can tell (None: it cannot)."""
+        """Whether ``other`` is in the registry, as broker ``i`` can tell: ``BrokerRegistry.lookupAsync``
+        through the metadata cache, which without a session serves what it last loaded
+        (``AbstractMetadataStore``: no reload while disconnected). None: the read fails (nothing
+        cached)."""
         try:
             self._live(self._owner(i))
         except SessionExpiredError:
-            return None
+            stale = self.brokers[i].registry_stale
+            return None if stale is None else other is not None and other in stale
         return other is not None and self.registered(other)
 
-    def registered_brokers(self, i: int) -> list[int]:
-        """The registry's children, by name (an empty list without a session)."""
+    def registered_brokers(self, i: int) -> list[int] | None:
+        """``BrokerRegistry.getAvailableBrokersAsync``: the registry's children, by name. Without a
+        session the metadata cache serves the list it last loaded (stale: it still names this
+        broker and any broker gone since); None when nothing was cached: the read fails, and its
+        caller writes nothing (``overrideOwnership``, ``monitorOwnerships``)."""
         try:
             self._live(self._owner(i))
         except SessionExpiredError:
-            return []
+            stale = self.brokers[i].registry_stale
+            return None if stale is None else sorted(stale, key=self.p.rank.__getitem__)
         store = self._store if self._store is not None else self.s.store
         brokers = sorted(store.registry, key=self.p.rank.__getitem__)
         if self.variant.registry_read_without_wait:
@@ -882,7 +890,9 @@ class Tx:
             self.zk_put(owner, put.key, put.value, -1 if put.read_version is None else put.read_version)
         except (BadVersionError, NodeExistsError, NoNodeError) as exc:
             if not self.variant.store_retry_without_recheck:
-                return (False, True), f"conflict: {type(exc).__name__}"
+                # MetadataStoreTableViewImpl.put: a ConflictException, completed as success by
+                # ServiceUnitStateMetadataStoreTableViewImpl.put (nothing applied, no error)
+                return (False, False), f"conflict: {type(exc).__name__}"
             self.zk_put(owner, put.key, put.value, None)
         except SessionExpiredError as exc:
             return (False, True), str(exc)
@@ -1021,9 +1031,10 @@ class Tx:
             else:
                 self.publish(i, task.key, self.rec(S.Assigning, data.dst_broker, data.source_broker, _next(data)))
         elif kind is TaskKind.split and data is not None:
-            current = self.brokers[i].view.get(task.key)
+            # handleSplitEvent -> splitServiceUnit: the split runs on the event's record, unread again
+            current = self.brokers[i].view.get(task.key) if self.variant.split_rereads_parent else None
             if current is not None and current.state is S.Splitting and current.source_broker != i:
-                # #19988: the parent's Splitting moved on (the leader handed it over); not ours now
+                # safer than Pulsar: the parent's Splitting moved on (the leader handed it over); not ours now
                 self.count("split-moved")
             elif self.variant.split_needs_registration and not self.registered_now(i):
                 # fix 04: out of the registry the leader may be handing this split over; set it aside
@@ -1074,9 +1085,11 @@ class Tx:
 
     def split_bundles(self, i: int, key: str, data: Rec, waits: Sequence[tuple[Put, PutResult | None]] = ()) -> None:
         """The children are written: update the namespace's bundles, then delete the parent. A
-        child's write refused or lost fails the split (Pulsar's put turns a lost compare-and-set
-        into a ``ConflictException``, which the split does not retry)."""
-        if any(result is None or not result[0] for _, result in waits):
+        child's write that the resolver refuses or whose compare-and-set is lost completes as
+        success (``MetadataStoreTableViewImpl.put`` raises ``ConflictException``, which
+        ``ServiceUnitStateMetadataStoreTableViewImpl.put`` completes normally), so the split goes on;
+        only a store error (no session) fails it."""
+        if any(result is None or result[1] for _, result in waits):
             self.split_failed(key)
             return
         attempts = 0
@@ -1100,7 +1113,8 @@ class Tx:
         cold.bundles = cold.bundles.replaced(parent, children)
 
     def registered_now(self, i: int) -> bool:
-        """This broker has a session and its registry node (fix 04's condition for splitting)."""
+        """``BrokerRegistry.isRegistered``: this broker has a session and its registry node (also
+        fix 04's condition for splitting)."""
         return self.brokers[i].client.connected and self.is_registered(i, i) is True
 
     def resume_splits(self, i: int) -> None:
@@ -1135,6 +1149,18 @@ class Tx:
         if broker.channel is ChannelState.Disabled:
             self.disabled_lookup(i, key, data)
             return
+        if (
+            data is not None
+            and (state in (S.Owned, S.Splitting) or (state in (S.Assigning, S.Releasing) and data.dst_broker == i))
+            and not self.variant.unregistered_lookup_checks_owner
+            and not self.registered_now(i)
+        ):
+            # getActiveOwnerAsync: with this broker out of the registry (its metadata session
+            # unstable) the stored owner is answered at once, without the active-owner check
+            # (ServiceUnitStateChannelTest.testActiveGetOwner)
+            owner = data.source_broker if state is S.Splitting else data.dst_broker
+            self.answer(i, key, owner, None, unchecked=True)
+            return
         if data is not None and state in (S.Owned, S.Splitting):
             owner = data.dst_broker if state is S.Owned else data.source_broker
             if self.variant.lookup_skips_owner_check:
@@ -1168,7 +1194,11 @@ class Tx:
         if key not in self.s.bundle_keys():
             self.answer(i, key, None, "bundle not in the namespace's bundles")
             return
-        selected = self.place(self.registered_brokers(i))
+        available = self.registered_brokers(i)
+        if available is None:
+            self.answer(i, key, None, "MetadataStoreException: the registry could not be read")
+            return
+        selected = self.place(available)
         if selected is None:
             self.answer(i, key, None, "no broker available")
             return
@@ -1200,7 +1230,8 @@ class Tx:
             self.finish_lookup(i, key, None, error=f"{key} no longer exists: it was split")
             return
         if not self.variant.assign_after_disable and not self.is_registered(i, selected):
-            replacement = self.place(self.registered_brokers(i))
+            available = self.registered_brokers(i)
+            replacement = None if available is None else self.place(available)
             if replacement is None:
                 self.finish_lookup(i, key, None, error="no broker available")
                 return
@@ -1265,7 +1296,9 @@ class Tx:
             elif registered is None and not self.answers_unchecked(i):
                 error = "MetadataStoreException: this broker is not registered"
                 owner = None
-        self.answer(i, key, owner, error, deferred=True)
+        # getActiveOwnerAsync's lookupAsync without a session reads the metadata cache: a stale answer
+        stale = owner is not None and not broker.client.connected
+        self.answer(i, key, owner, error, deferred=True, unchecked=stale)
 
     def answers_unchecked(self, i: int) -> bool:
         """Whether, with no metadata session, this broker still answers from its view (#24478)."""
@@ -1470,8 +1503,10 @@ class Tx:
         ]
 
     def do_cleanup(self, i: int, target: int, gracefully: bool, attempt: int = 0) -> None:
-        if self.brokers[i].leader_view is None and not gracefully:
-            return  # a leader's duty; the graceful clean-up at shutdown is the broker's own
+        if self.brokers[i].leader_view is None and not self.variant.graceful_cleanup_without_leader:
+            # doCleanup: no channel owner, so no clean-up, a graceful one included
+            self.count("cleanup-skipped-no-leader")
+            return
         if not gracefully and attempt == 0 and self.healthy(target):
             self.count("cleanup-skipped-healthy")
             return
@@ -1500,7 +1535,11 @@ class Tx:
             )
 
     def override_ownership(self, i: int, key: str, orphan: Rec, inactive: int | None, gracefully: bool) -> None:
-        candidates = [b for b in self.registered_brokers(i) if b != inactive]
+        available = self.registered_brokers(i)
+        if available is None:
+            self.count("override-read-failed")  # overrideOwnership: the read failed, nothing is written
+            return
+        candidates = [b for b in available if b != inactive]
         selected = self.place(candidates)
         version = _next(orphan)
         variant = self.variant
@@ -1562,9 +1601,10 @@ class Tx:
         brokers the registry no longer names, override in-flight states that timed out."""
         if not self.brokers[i].is_leader or self.metadata_state(i) is not MetadataState.Stable:
             return
-        active = set(self.registered_brokers(i))
-        if not active:
-            return
+        available = self.registered_brokers(i)
+        if not available:
+            return  # monitorOwnerships: the registry could not be read (or names nobody); skip this run
+        active = set(available)
         cfg = self.p.channel
         now = self.now
         inactive: set[int] = set()
@@ -2078,6 +2118,7 @@ def _reconnect(tx: Tx, action: Reconnect) -> None:
         draft.session = tx.new_session()
         draft.connected = True
         draft.queue = (*draft.queue, SessionEvent.SessionReestablished)
+        tx.b(i).registry_stale = None  # connected again: reads go to the store
 
 
 def _resign(tx: Tx, action: Resign) -> None:
@@ -2138,6 +2179,9 @@ def _lose_session(tx: Tx, i: int) -> None:
     if client.closed or not client.connected:
         return
     tx.op("lose", tx._owner(i))
+    # the metadata cache keeps the registry's children it last loaded (AbstractMetadataStore's
+    # asyncReload returns the old value while disconnected); its own node's deletion is not seen
+    tx.b(i).registry_stale = frozenset(tx.store().registry)
     draft = tx.client(i)
     draft.connected = False
     draft.queue = tuple(e for e in draft.queue if isinstance(e, SessionEvent))

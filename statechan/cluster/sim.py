@@ -149,10 +149,12 @@ class BrokerView:
         }
 
     def is_registered(self, broker: str) -> bool | None:
-        """Whether ``broker`` is in the registry, as this broker can read it (None: its session is lost)."""
+        """Whether ``broker`` is in the registry, as this broker can read it: without a session, in the
+        list its metadata cache last loaded (None: nothing cached)."""
         client = self._b.client
         if not client.live:
-            return None
+            stale = self._b.registry_stale
+            return None if stale is None else broker_id(broker) in stale
         return broker_id(broker) in self._cluster.state.store.registry
 
     def serving(self) -> set[str]:

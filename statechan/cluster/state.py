@@ -770,8 +770,9 @@ class Timer:
 class Broker(_Cached):
     """One broker: its channel, table view, metadata client, queued tasks, deferred lookups (key ->
     deadline), the leader it knows, clean-up jobs it runs as leader (broker -> timer),
-    admin unloads it waits for (key -> (owner unloaded, destination)), and the registry entries it
-    has loaded (kept only with #22899 put back)."""
+    admin unloads it waits for (key -> (owner unloaded, destination)), the registry entries it
+    has loaded (kept only with #22899 put back), and, while its session is lost, the registry's
+    children as its metadata cache last loaded them (``registry_stale``)."""
 
     __slots__ = (
         "_sig",
@@ -786,6 +787,7 @@ class Broker(_Cached):
         "lookups",
         "monitor_scheduled",
         "registry_cache",
+        "registry_stale",
         "shutting_down",
         "tasks",
         "unloads",
@@ -808,6 +810,7 @@ class Broker(_Cached):
         self.jobs: Mapping[int, Timer] = {}
         self.unloads: Mapping[str, tuple[int | None, int | None]] = {}
         self.registry_cache: frozenset[int] = frozenset()
+        self.registry_stale: frozenset[int] | None = None
         self.shutting_down = False
         self._sig: tuple[bool, tuple[Any, ...]] | None = None
 
@@ -889,6 +892,7 @@ class Broker(_Cached):
             self.shutting_down,
             tuple(sorted((key, b(src), b(dst)) for key, (src, dst) in self.unloads.items())) if self.unloads else (),
             tuple(sorted(b(x) for x in self.registry_cache)) if self.registry_cache else (),
+            None if self.registry_stale is None else tuple(sorted(b(x) for x in self.registry_stale)),
         )
 
     def signature(self, registered: bool) -> tuple[Any, ...]:
@@ -923,6 +927,7 @@ class Broker(_Cached):
             len(self.jobs),
             len(self.unloads),
             len(self.registry_cache),
+            -1 if self.registry_stale is None else len(self.registry_stale),
         )
         self._sig = (registered, signature)
         return signature

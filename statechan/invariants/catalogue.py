@@ -400,8 +400,9 @@ def _leader_name(obs: Observation) -> str | None:
 @invariant(
     "lookup-answers-live-owner",
     "A lookup never answers with an owner that is not registered (early redirects to an "
-    "in-flight destination are not ownership answers; a channel disabled by a graceful shutdown "
-    "answers the stored owner without the check, by design, #24770).",
+    "in-flight destination are not ownership answers; a channel disabled by a graceful shutdown, "
+    "#24770, and a broker out of the registry, getActiveOwnerAsync's best efforts, answer the "
+    "stored owner without the check, by design).",
     ["#21811", "#24478", "#26520", "#24770"],
 )
 def lookup_answers_live_owner(obs: Observation) -> list[Violation]:

@@ -1,0 +1,295 @@
+"""The channel model does what Pulsar's master does where it once diverged (docs/fidelity.md): each
+test names the Pulsar class and method (or test) it follows and runs on both table views."""
+
+from __future__ import annotations
+
+import pytest
+
+from statechan import ServiceUnitState, ServiceUnitStateData
+from statechan.cluster import Cluster, Lookup, LoseSession, RunTask, SimConfig, Split, StoreKind, Tick
+from statechan.cluster.config import Variant
+from statechan.cluster.protocol import Tx
+from statechan.cluster.state import Rec, TaskKind, broker_id
+from statechan.invariants.catalogue import check
+
+S = ServiceUnitState
+B1, B2, B3 = "broker-1:8080", "broker-2:8080", "broker-3:8080"
+STORES = [StoreKind.system_topic, StoreKind.metadata_store]
+
+
+def cluster(store: StoreKind, variant: Variant | None = None, brokers: int = 3) -> Cluster:
+    return Cluster(SimConfig(brokers=brokers, store=store, variant=variant or Variant()))
+
+
+def key0(c: Cluster) -> str:
+    return sorted(c.live_bundle_keys())[0]
+
+
+def assign(c: Cluster, key: str, via: str = B1) -> str:
+    c.step(Lookup(via, key))
+    c.drain()
+    data = c.brokers[via].value(key)
+    assert data is not None
+    assert data.state is S.Owned
+    assert data.dst_broker is not None
+    return data.dst_broker
+
+
+def lose_session(c: Cluster, broker: str) -> None:
+    """``broker``'s metadata session is lost; it reads ``SessionLost`` (nothing else runs)."""
+    c.step(LoseSession(broker))
+
+    def notify(tx: Tx) -> None:
+        tx.notify(broker_id(broker))
+
+    while c.brokers[broker].pending_notifications:
+        c.run(notify)
+
+
+def unregister(c: Cluster, broker: str) -> None:
+    """``broker``'s registry node is deleted, its session intact (``BrokerRegistry.unregister``, as
+    testActiveGetOwner does); it registers again only when it reads the notification."""
+    i = broker_id(broker)
+    c.run(lambda tx: tx.zk_delete(tx._owner(i), i))
+    assert not c.registered(broker)
+
+
+def write(c: Cluster, broker: str, key: str, value: ServiceUnitStateData) -> None:
+    """``broker`` publishes ``value`` (on the metadata store, its compare-and-set runs at once)."""
+
+    def publish(tx: Tx) -> None:
+        i = broker_id(broker)
+        tx.publish(i, key, Rec.of(value))
+        while tx.brokers[i].tasks and tx.brokers[i].tasks[0].kind is TaskKind.commit:
+            tx.run_task(i)
+
+    c.run(publish)
+
+
+# -- 1. BrokerRegistryImpl reads through the metadata cache: stale, never empty, without a session --
+@pytest.mark.parametrize("store", STORES)
+def test_a_lost_session_reads_the_registry_list_its_cache_last_loaded(store: StoreKind) -> None:
+    """AbstractMetadataStore's children cache (``asyncReload`` keeps the old value while disconnected)
+    behind ``BrokerRegistryImpl.getAvailableBrokersAsync`` and ``lookupAsync``."""
+    c = cluster(store)
+    lose_session(c, B2)
+    assert not c.registered(B2)  # its node went with the session
+    seen: list[list[int] | None] = []
+    c.run(lambda tx: seen.append(tx.registered_brokers(broker_id(B2))))
+    assert seen == [[0, 1, 2]]  # itself included: its own node's deletion never reached its cache
+    assert c.brokers[B2].is_registered(B3) is True
+    assert c.brokers[B2].is_registered(B2) is True
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_an_override_without_a_session_selects_from_the_stale_list_not_a_forced_free(store: StoreKind) -> None:
+    """``ServiceUnitStateChannelImpl.overrideOwnership`` on a broker whose session is lost: placement
+    reads the cached list, so no forced ``Free`` (an empty registry would have made one)."""
+    c = cluster(store)
+    key = key0(c)
+    owner = assign(c, key)
+    target = broker_id(owner)
+    orphan = c.brokers[B1].value(key)
+    assert orphan is not None
+    lose_session(c, B1)  # (a metadata-store view is emptied on SessionLost)
+    c.run(lambda tx: tx.override_ownership(0, key, Rec.of(orphan), target, False))
+    if store is StoreKind.metadata_store:
+        assert not c.brokers[B1].tasks  # the put's read fails without a session: nothing to write
+        return
+    c.drain()
+    held = c.brokers[B2].value(key)
+    assert held is not None
+    assert (held.state, held.force) == (S.Owned, True)
+    assert held.dst_broker not in (None, owner)
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_with_nothing_cached_the_registry_read_fails_and_the_override_writes_nothing(store: StoreKind) -> None:
+    """``overrideOwnership``: a failed ``getAvailableBrokersAsync`` is logged and nothing is written."""
+    c = cluster(store)
+    key = key0(c)
+    owner = assign(c, key)
+    orphan = c.brokers[B1].value(key)
+    assert orphan is not None
+    lose_session(c, B1)
+
+    def forget(tx: Tx) -> None:
+        tx.b(0).registry_stale = None
+
+    c.run(forget)
+    end = c.log_end
+    c.run(lambda tx: tx.override_ownership(0, key, Rec.of(orphan), broker_id(owner), False))
+    assert c.log_end == end
+    assert not c.brokers[B1].tasks
+
+
+# -- 4. getActiveOwnerAsync: a broker out of the registry answers the stored owner at once -----------
+@pytest.mark.parametrize("store", STORES)
+def test_an_unregistered_broker_answers_the_stored_owner_at_once(store: StoreKind) -> None:
+    """``ServiceUnitStateChannelImpl.getActiveOwnerAsync``'s ``!brokerRegistry.isRegistered()`` branch,
+    as ``ServiceUnitStateChannelTest.testActiveGetOwner`` asserts ("returns immediately when not
+    registered"), on both table views."""
+    c = cluster(store)
+    key = key0(c)
+    owner = assign(c, key)
+    unregister(c, B1)
+    before = len(c.answers)
+    c.step(Lookup(B1, key))
+    answer = c.answers[before]
+    assert (answer.owner, answer.error, answer.deferred, answer.unchecked) == (owner, None, False, True)
+    assert not c.brokers[B1].pending_lookups
+
+
+def test_a_broker_whose_session_is_lost_answers_from_its_system_topic_view() -> None:
+    """The same branch with the session lost: the system-topic view is untouched by the metadata
+    session, so the stored owner is answered (a metadata-store view is emptied on ``SessionLost``)."""
+    c = cluster(StoreKind.system_topic)
+    key = key0(c)
+    owner = assign(c, key)
+    lose_session(c, B1)
+    before = len(c.answers)
+    c.step(Lookup(B1, key))
+    assert (c.answers[before].owner, c.answers[before].unchecked) == (owner, True)
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_the_model_s_former_checked_lookup_stays_a_variant(store: StoreKind) -> None:
+    c = cluster(store, Variant(unregistered_lookup_checks_owner=True))
+    key = key0(c)
+    assign(c, key)
+    unregister(c, B1)
+    before = len(c.answers)
+    c.step(Lookup(B1, key))
+    assert not c.answers[before].unchecked
+
+
+# -- 5. handleSplitEvent does not re-read the parent ------------------------------------------------
+@pytest.mark.parametrize("store", STORES)
+@pytest.mark.parametrize("rereads", [False, True])
+def test_the_queued_split_runs_on_the_event_s_record(store: StoreKind, rereads: bool) -> None:
+    """``ServiceUnitStateChannelImpl.handleSplitEvent`` → ``splitServiceUnit`` → ``ownChildBundles``:
+    the children are written from the event's record, with no second read of the parent; the
+    model's re-read stays as the variant switch ``split_rereads_parent``."""
+    c = cluster(store, Variant(split_rereads_parent=rereads))
+    key = key0(c)
+    owner = assign(c, key)
+    other = next(b for b in (B1, B2, B3) if b != owner)
+    c.step(Split(owner, key))
+    splitting = None
+    while splitting is None:  # deliver until the source has queued its split
+        tasks = c.brokers[owner].tasks
+        head_commits = bool(tasks) and tasks[0].kind is TaskKind.commit
+        c.step(next(a for a in c.work_actions() if not isinstance(a, RunTask) or a.broker != owner or head_commits))
+        if any(t.kind is TaskKind.split for t in c.brokers[owner].tasks):
+            splitting = c.brokers[owner].value(key)
+    assert splitting is not None
+    assert splitting.state is S.Splitting
+    handed = splitting.model_copy(
+        update={"source_broker": other, "version_id": splitting.version_id + 1, "force": True}
+    )
+    write(c, B1, key, handed)
+    if store is StoreKind.metadata_store:
+        c.run(lambda tx: tx.store_refresh(broker_id(owner), key))  # its notification, read
+    else:
+        c.run(lambda tx: tx.catch_up(broker_id(owner)))
+    held = c.brokers[owner].value(key)
+    assert held is not None
+    assert held.source_broker == other
+    while c.brokers[owner].tasks and c.brokers[owner].tasks[0].kind is not TaskKind.split:
+        c.step(RunTask(owner))
+    c.step(RunTask(owner))
+    wrote_children = any(t.kind in (TaskKind.commit, TaskKind.split_bundles) for t in c.brokers[owner].tasks) or (
+        key not in c.live_bundle_keys()
+    )
+    assert wrote_children is not rereads
+
+
+# -- 6. a child's lost compare-and-set completes as success --------------------------------------
+def test_a_child_write_that_loses_its_compare_and_set_does_not_fail_the_split() -> None:
+    """``MetadataStoreTableViewImpl.put`` raises ``ConflictException`` on a ``BadVersionException``,
+    and ``ServiceUnitStateMetadataStoreTableViewImpl.put`` completes it as success, so
+    ``splitServiceUnitOnceAndRetry`` goes on: the bundles change and the parent is ``Deleted``."""
+    c = cluster(StoreKind.metadata_store)
+    key = key0(c)
+    owner = assign(c, key)
+    c.step(Split(owner, key))
+    # run until the source has queued its children's compare-and-sets
+    while not any(t.kind is TaskKind.split_bundles for t in c.brokers[owner].tasks):
+        c.step(c.work_actions()[0])
+    child = next(t.key for t in c.brokers[owner].tasks if t.kind is TaskKind.commit)
+    other = next(b for b in (B1, B2, B3) if b != owner)
+    # another writer takes the child's key first
+    write(c, other, child, ServiceUnitStateData(state=S.Assigning, dst_broker=other, version_id=1))
+    c.drain()
+    assert key not in c.live_bundle_keys()
+    assert key not in c.failed_splits
+    assert c.brokers[B1].value(key) is None  # the parent Deleted, then tombstoned by its source
+
+
+# -- 10. doCleanup reads the channel owner first, for a graceful clean-up too ------------------------
+@pytest.mark.parametrize("store", STORES)
+def test_a_graceful_clean_up_with_no_channel_owner_is_skipped(store: StoreKind) -> None:
+    """``ServiceUnitStateChannelImpl.doCleanup``: ``getChannelOwnerAsync`` empty → the clean-up
+    (``cleanOwnerships`` → ``doCleanup(brokerId, true)``) is skipped."""
+    c = cluster(store)
+    key = key0(c)
+    owner = assign(c, key)
+
+    def no_leader(tx: Tx) -> None:
+        tx.b(broker_id(owner)).leader_view = None
+
+    c.run(no_leader)
+    end = c.log_end
+    c.run(lambda tx: tx.do_cleanup(broker_id(owner), broker_id(owner), gracefully=True))
+    assert c.log_end == end
+    assert not c.brokers[owner].tasks
+    c2 = cluster(store, Variant(graceful_cleanup_without_leader=True))
+    owner2 = assign(c2, key0(c2))
+    c2.run(lambda tx: setattr(tx.b(broker_id(owner2)), "leader_view", None))
+    end2 = c2.log_end
+    c2.run(lambda tx: tx.do_cleanup(broker_id(owner2), broker_id(owner2), gracefully=True))
+    assert c2.log_end > end2 or c2.brokers[owner2].tasks
+
+
+# -- 7. a broker whose session expired keeps serving (what single-owner, registered only, leaves out) --
+def _others_settle(c: Cluster, but: str) -> None:
+    """Every waiting step of every broker but ``but`` (and the syncer's), until none is left."""
+    while True:
+        work = [a for a in c.work_actions() if getattr(a, "broker", None) != but]
+        if not work:
+            return
+        c.step(work[0])
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_a_broker_whose_session_expired_keeps_serving_while_the_leader_hands_its_bundle_over(
+    store: StoreKind,
+) -> None:
+    """Under ``zookeeperSessionExpiredPolicy=reconnect`` (the default) a broker whose session expired
+    keeps serving until it reads the leader's override (system topic) or its ``SessionLost``
+    (metadata store, ``handleInvalidate``); the leader's clean-up (``handleBrokerDeletionEvent`` →
+    ``doCleanup``) gives its bundle to another broker meanwhile. The model reaches that overlap;
+    ``single-owner`` counts registered brokers only, so it does not report it (docs/fidelity.md, 7)."""
+    c = cluster(store)
+    key = key0(c)
+    owner = assign(c, key, via=B2)
+    if owner == B1:
+        pytest.skip("the leader owns the bundle at this seed")
+    c.step(LoseSession(owner))
+    _others_settle(c, owner)
+    for _ in range(10):  # timers until the leader's clean-up of the departed broker has run
+        held = c.brokers[B1].value(key)
+        if held is not None and held.dst_broker != owner:
+            break
+        c.step(Tick())
+        _others_settle(c, owner)
+    new = c.brokers[B1].value(key)
+    assert new is not None
+    assert new.dst_broker not in (None, owner)
+    serving = c.serving()
+    assert key in serving[owner]
+    assert key in serving[new.dst_broker]
+    assert not c.registered(owner)
+    assert check(c.observe(), ["single-owner"]) == []  # registered brokers only: not reported
+    c.drain()  # the old owner reads the override (or its SessionLost) and lets go
+    assert key not in c.serving()[owner]
