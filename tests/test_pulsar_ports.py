@@ -665,7 +665,6 @@ def test_testActiveGetOwner(store: StoreKind) -> None:
     assert ask(c, B1, key) == Asked(owner=B1)
 
 
-@pytest.mark.xfail(strict=True, reason="docs/fidelity.md entry 4: an unregistered broker fails the lookup")
 @pytest.mark.parametrize("store", STORES)
 def test_testActiveGetOwner_when_this_broker_is_not_registered(store: StoreKind) -> None:
     """``testActiveGetOwner``, the case "getOwnerAsync returns immediately when not registered":

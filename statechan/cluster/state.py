@@ -825,6 +825,7 @@ class Broker(_Cached):
         copy.lookups = self.lookups
         copy.monitor_scheduled = self.monitor_scheduled
         copy.registry_cache = self.registry_cache
+        copy.registry_stale = self.registry_stale
         copy.shutting_down = self.shutting_down
         copy.tasks = self.tasks
         copy.unloads = self.unloads
