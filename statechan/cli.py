@@ -19,6 +19,7 @@ from rich.table import Table
 from statechan.audit import EXAMPLES_MAX, TIMEOUT_MAX_S
 from statechan.balance.cli import app as balance_app
 from statechan.checker import Bounds, FingerprintCollision, bound_flag, counted
+from statechan.checker import Engine as SearchEngine
 from statechan.clock import Clock
 from statechan.cluster.config import VARIANTS, Variant
 from statechan.docs import stale_docs, write_docs
@@ -42,7 +43,9 @@ from statechan.stores.metadata import Store, StoreError
 from statechan.values import LONG_MAX, ServiceUnitStateData
 
 if TYPE_CHECKING:
+    from statechan.checker import CheckResult
     from statechan.cluster import Action, Cluster, SimConfig
+    from statechan.search.compact import Level
 
 app = typer.Typer(
     name="statechan",
@@ -527,6 +530,17 @@ def check_command(
             help="Keep each state's canonical value and stop if two states ever share a fingerprint (memory)."
         ),
     ] = False,
+    engine: Annotated[
+        SearchEngine | None,
+        typer.Option(
+            help="compact: 64-bit fingerprints and flat arrays in memory, each level's states on disk (the default "
+            "in one process); memory: a node per state (what --graph and --workers use).",
+        ),
+    ] = None,
+    spill_dir: Annotated[
+        Path | None,
+        typer.Option(help="Where the compact search writes its levels' states (default: the temporary directory)."),
+    ] = None,
     save_run: Annotated[Path | None, typer.Option(help="Save a counterexample here (statechan replay).")] = None,
     graph: Annotated[
         Path | None,
@@ -569,6 +583,18 @@ def check_command(
             highlight=False,
         )
 
+    if engine is SearchEngine.compact and (graph is not None or workers > 1):
+        err.print("[red]error:[/red] --engine compact keeps no graph and runs in one process (drop --graph/--workers)")
+        raise typer.Exit(2)
+    last_level = [0.0]
+
+    def level_done(level: Level) -> None:
+        # every level of a long search; a short one's levels are summed up at the end
+        if level.seconds < 10 and level.seconds - last_level[0] < 10:
+            return
+        last_level[0] = level.seconds
+        console.print(f"  {_level_line(level)}", highlight=False)
+
     try:
         result = check(
             bounds,
@@ -587,6 +613,9 @@ def check_command(
             por=por,
             measure_por=measure_por,
             vacuity=vacuity,
+            engine=engine,
+            on_level=level_done,
+            spill_dir=spill_dir,
         )
     except FingerprintCollision as exc:
         err.print(
@@ -619,6 +648,7 @@ def check_command(
         f"{result.rate:,.0f} states/s{reduction}",
         highlight=False,
     )
+    console.print(_resources_line(result), highlight=False)
     config = result.config()
     _print_coverage(result.coverage, config.variant.model, config.storage)
     if graph is not None and graph_format is not None:
@@ -671,6 +701,33 @@ def check_command(
             note=f"counterexample: {problem}",
         )
     raise typer.Exit(1)
+
+
+def _level_line(level: Level) -> str:
+    """A finished breadth-first level: its states, growth, the projected total, time and resources."""
+    projected = f"projected total {level.projected:,}" if level.projected is not None else "no end projected yet"
+    return (
+        f"depth {level.depth}: {level.states:,} states (x{level.growth:.2f}), {level.total:,} in all, {projected}; "
+        f"{level.seconds:,.0f} s, {level.resident_mb:,.0f} MiB resident, {level.disk_mb:,.1f} MiB on disk"
+    )
+
+
+def _resources_line(result: CheckResult) -> str:
+    """What the search held (peak resident memory, disk), and the chance its 64-bit fingerprints
+    merged two states."""
+    from statechan.search.compact import projected_total
+
+    line = f"peak memory {result.peak_memory_mb:,.0f} MiB resident"
+    if result.engine is SearchEngine.compact:
+        line += f" ({result.memory_mb:,.1f} MiB of fingerprints and arrays), {result.disk_mb:,.1f} MiB on disk at most"
+        if result.levels:
+            widest = max(range(len(result.levels)), key=result.levels.__getitem__)
+            line += f"; {len(result.levels)} levels, the widest {result.levels[widest]:,} states at depth {widest}"
+            if not result.complete:
+                projected = projected_total(result.levels)
+                line += f", projected total {projected:,}" if projected is not None else ", no end projected yet"
+    line += f"; chance of a fingerprint collision {result.collision_probability:.1e}"
+    return line
 
 
 def _bound_options(
