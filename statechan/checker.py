@@ -482,9 +482,9 @@ def check(
     if vacuity and _model_fails(result):
         return result
     if engine is None:
-        engine = Engine.memory if keep_graph or workers > 1 else Engine.compact
-    if engine is Engine.compact and (keep_graph or workers > 1):
-        raise ValueError("the compact search keeps no graph and runs in one process: use Engine.memory")
+        engine = Engine.memory if keep_graph else Engine.compact
+    if engine is Engine.compact and keep_graph:
+        raise ValueError("the compact search keeps no graph: use Engine.memory")
     result.engine = engine
     expander = _expander(bounds, store, variant, symmetry, ids, keep_graph, verify_fingerprints, por)
     if engine is Engine.compact:
@@ -502,6 +502,7 @@ def check(
             progress_every_s=progress_every_s,
             on_level=on_level,
             spill_dir=spill_dir,
+            workers=workers,
         )
     else:
         _search_in_memory(

@@ -583,8 +583,8 @@ def check_command(
             highlight=False,
         )
 
-    if engine is SearchEngine.compact and (graph is not None or workers > 1):
-        err.print("[red]error:[/red] --engine compact keeps no graph and runs in one process (drop --graph/--workers)")
+    if engine is SearchEngine.compact and graph is not None:
+        err.print("[red]error:[/red] --engine compact keeps no graph (drop --graph, or use --engine memory)")
         raise typer.Exit(2)
     last_level = [0.0]
 

@@ -28,7 +28,7 @@ import tempfile
 import time
 from array import array
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,7 +40,7 @@ from statechan.search.frontier import LevelFile
 from statechan.search.table import FingerprintTable, key64
 
 if TYPE_CHECKING:
-    from statechan.checker import CheckResult, Progress, Visitor, _Expander
+    from statechan.checker import CheckResult, Progress, Visitor, _Expander, _Expansion, _Step
 
 SETTLED, EXPANDED, TIMERS_CUT = 1, 2, 4
 """A state's flags."""
@@ -123,17 +123,19 @@ def search(
     on_level: LevelReport | None = None,
     spill_dir: Path | None = None,
     keep: int | None = None,
+    workers: int = 1,
 ) -> None:
     """Explore ``expander``'s bounded space breadth first into ``result`` (counts, coverage,
     verdict, counterexample, liveness), keeping only fingerprints and flat arrays in memory, and
-    each level's states past the first ``keep`` (:data:`~statechan.search.frontier.KEEP`) on disk."""
+    each level's states past the first ``keep`` (:data:`~statechan.search.frontier.KEEP`) on disk.
+    With ``workers`` > 1 the states are expanded in that many processes
+    (:class:`~statechan.search.parallel.Workers`) and merged here in the order one process takes them."""
     from statechan.checker import FingerprintCollision, _counted, resident_mb, settled
     from statechan.invariants.catalogue import check as check_invariants
     from statechan.search import frontier
 
     keep = frontier.KEEP if keep is None else keep
     bounds = expander.bounds
-    budget_kinds = list(expander.budget)
     started = time.perf_counter()
     last_report = started
     root = expander.root
@@ -186,8 +188,32 @@ def search(
             path, picks = [*path, step[0]], [*picks, *step[1]]
         result.path, result.picks = path, picks
 
+    def reduce_merged(expansion: _Expansion, depth: int) -> bool:
+        """The reduction applied where a worker's expansion is merged, as one process applies it
+        while expanding: the first delivery the worker found ample whose successor is new or one
+        level deeper is the state's only successor, unless a step before it ends the search."""
+        fresh: set[int] = set()
+        for step in expansion.steps:
+            if step.refused:
+                continue
+            k = fold(step.key)
+            target = table.get(k)
+            new = target < 0 and k not in fresh
+            if step.broken and (new or step.own_checks):
+                return False  # the search stops at this step (one process stops before reducing)
+            if step.ample:
+                if new or target >= level_starts[-1]:
+                    expansion.steps = [step]
+                    return True
+                if expansion.blockers is not None:
+                    expansion.blockers["proviso"] += 1
+            if new:
+                fresh.add(k)
+        return False
+
     folder = Path(tempfile.mkdtemp(prefix="statechan-search-", dir=spill_dir))
     disk_peak = 0
+    sources: list[Source] = []
     try:
         if visitor is not None:
             visitor(root, dict(expander.budget))
@@ -201,82 +227,72 @@ def search(
             fail(0, broken_at_start)
             raise _Stop
 
-        def pack(item: tuple[Any, ...]) -> tuple[Any, ...]:
-            """A queued state as it goes to disk: its budgets spent as a tuple, no observation."""
-            index, state, spent, _ = item
-            return index, state, tuple(spent.get(k, 0) for k in budget_kinds), None
+        if workers > 1:
+            from statechan.search.parallel import Workers
 
-        current = LevelFile(folder / "level-0", keep, pack)
-        current.append((0, root, Counter[str](), root_obs))
+            source: Source = Workers(expander, workers, folder, keep)
+        else:
+            source = Local(expander, folder, keep, known, depth_of, visitor)
+        sources.append(source)
+        source.start((0, root, Counter[str](), root_obs))
         depth = 0
-        while current.items:
-            following = LevelFile(folder / f"level-{depth + 1}", keep, pack)
+        while source.queued:
             level_starts.append(len(parents))  # where the next level's states begin
-            done = 0
-            try:
-                for index, state, spent, observed in current.read():
-                    done += 1
-                    if not isinstance(spent, Counter):
-                        spent = Counter({k: n for k, n in zip(budget_kinds, spent, strict=True) if n})
-                    while len(first_edge) < index:
-                        first_edge.append(len(edges))  # states not expanded (the depth bound): no edges
-                    first_edge.append(len(edges))
-                    expansion = expander.expand(
-                        (state, spent, observed), depth, known, visitor, set(), depth_of=depth_of
-                    )
-                    if expansion.beyond:
-                        result.complete = False
-                        result.stopped = result.stopped or f"depth bound {bounds.depth}"
+            for index, expansion in source.level(depth):
+                while len(first_edge) < index:
+                    first_edge.append(len(edges))  # states not expanded (the depth bound): no edges
+                first_edge.append(len(edges))
+                if expansion.beyond:
+                    result.complete = False
+                    result.stopped = result.stopped or f"depth bound {bounds.depth}"
+                    continue
+                flags[index] |= EXPANDED | (TIMERS_CUT if expansion.timers_cut else 0)
+                if source.merges_reduction and result.por:
+                    if reduce_merged(expansion, depth):
+                        expander.reduced += 1
+                    if expansion.blockers:
+                        expander.blockers.update(expansion.blockers)
+                for step in expansion.steps:
+                    if not _counted(result, step):
                         continue
-                    flags[index] |= EXPANDED | (TIMERS_CUT if expansion.timers_cut else 0)
-                    for step in expansion.steps:
-                        if not _counted(result, step):
-                            continue
-                        k = fold(step.key)
-                        target = table.get(k)
-                        if target < 0:
-                            target = len(parents)
-                            table.add(k, target)
-                            parents.append(index)
-                            positions.append(step.position)
-                            flags.append(SETTLED if step.settled else 0)
-                            result.depth = max(result.depth, depth + 1)
-                            edges.append(target)
-                            if step.broken:
-                                fail(target, step.broken)
-                                raise _Stop
-                            assert step.state is not None
-                            assert step.spent is not None
-                            following.append((target, step.state, step.spent, step.obs))
-                            disk_peak = max(disk_peak, current.bytes + following.bytes)
-                            continue
+                    k = fold(step.key)
+                    target = table.get(k)
+                    if target < 0:
+                        target = len(parents)
+                        table.add(k, target)
+                        parents.append(index)
+                        positions.append(step.position)
+                        flags.append(SETTLED if step.settled else 0)
+                        result.depth = max(result.depth, depth + 1)
                         edges.append(target)
-                        if step.own_checks and step.broken:
-                            fail(index, step.broken, (step.action, step.picks))
+                        if step.broken:
+                            fail(target, step.broken)
                             raise _Stop
-                    if len(parents) >= max_states:
-                        result.complete = False
-                        result.stopped = f"state bound {max_states:,}"
+                        source.keep(index, step, target)
+                        continue
+                    edges.append(target)
+                    if step.own_checks and step.broken:
+                        fail(index, step.broken, (step.action, step.picks))
                         raise _Stop
-                    if max_memory_mb is not None and index % 256 == 0 and resident_mb() > max_memory_mb:
-                        result.complete = False
-                        result.stopped = f"memory bound {max_memory_mb:,} MiB"
-                        raise _Stop
-                    now = time.perf_counter()
-                    if max_seconds is not None and now - started > max_seconds:
-                        result.complete = False
-                        result.stopped = f"time bound {max_seconds:g} s"
-                        raise _Stop
-                    if progress is not None and now - last_report >= progress_every_s:
-                        waiting = current.items - done + following.items
-                        progress(len(parents), waiting, depth, now - started)
-                        last_report = now
-            finally:
-                current.remove()
-            following.close()
-            disk_peak = max(disk_peak, following.bytes)
+                if len(parents) >= max_states:
+                    result.complete = False
+                    result.stopped = f"state bound {max_states:,}"
+                    raise _Stop
+                if max_memory_mb is not None and index % 256 == 0 and resident_mb() > max_memory_mb:
+                    result.complete = False
+                    result.stopped = f"memory bound {max_memory_mb:,} MiB"
+                    raise _Stop
+                now = time.perf_counter()
+                if max_seconds is not None and now - started > max_seconds:
+                    result.complete = False
+                    result.stopped = f"time bound {max_seconds:g} s"
+                    raise _Stop
+                if progress is not None and now - last_report >= progress_every_s:
+                    progress(len(parents), source.waiting, depth, now - started)
+                    last_report = now
+            source.end_level()
             depth += 1
-            if on_level is not None and following.items:
+            if on_level is not None and source.queued:
                 sizes = _sizes(level_starts, len(parents))
                 growth = sizes[-1] / sizes[-2] if len(sizes) > 1 and sizes[-2] else 0.0
                 on_level(
@@ -288,14 +304,15 @@ def search(
                         projected_total(sizes),
                         time.perf_counter() - started,
                         resident_mb(),
-                        disk_peak / 2**20,
+                        source.disk_peak / 2**20,
                     )
                 )
-            current = following
-        current.remove()
     except _Stop:
         pass
     finally:
+        for source in sources:
+            disk_peak = source.disk_peak
+            source.close()
         shutil.rmtree(folder, ignore_errors=True)
         result.states = len(parents)
         result.seconds = time.perf_counter() - started
@@ -311,6 +328,107 @@ def search(
             first_edge.append(len(edges))
         _liveness(result, flags, first_edge, edges, rebuild, expander)
     result.peak_memory_mb = peak_resident_mb()
+
+
+class Source:
+    """Where a level's expansions come from, in the order of the states' indices, and where the
+    new states the merge keeps go (for the next level)."""
+
+    merges_reduction = False
+    """Whether the merge applies the partial-order reduction's cycle proviso (workers cannot)."""
+    disk_peak = 0
+    """The most bytes its level files held at once."""
+
+    @property
+    def queued(self) -> int:
+        """States queued for the next level (after :meth:`end_level`)."""
+        raise NotImplementedError
+
+    @property
+    def waiting(self) -> int:
+        """States queued and not yet expanded (for progress reports)."""
+        raise NotImplementedError
+
+    def start(self, item: tuple[Any, ...]) -> None:
+        raise NotImplementedError
+
+    def level(self, depth: int) -> Iterator[tuple[int, _Expansion]]:
+        raise NotImplementedError
+
+    def keep(self, index: int, step: _Step, target: int) -> None:
+        raise NotImplementedError
+
+    def end_level(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class Local(Source):
+    """Expansions made in this process, from the level's states on disk (or held)."""
+
+    def __init__(
+        self,
+        expander: _Expander,
+        folder: Path,
+        keep: int,
+        known: Callable[[bytes], bool],
+        depth_of: Callable[[bytes], int | None],
+        visitor: Visitor | None,
+    ) -> None:
+        self.expander, self.folder, self.keep_held = expander, folder, keep
+        self.known, self.depth_of, self.visitor = known, depth_of, visitor
+        self.budget_kinds = list(expander.budget)
+        self.current = LevelFile(folder / "level-0", keep, self.pack)
+        self.following = self.current
+        self.done = 0
+
+    def pack(self, item: tuple[Any, ...]) -> tuple[Any, ...]:
+        """A queued state as it goes to disk: its budgets spent as a tuple, no observation."""
+        index, state, spent, _ = item
+        return index, state, tuple(spent.get(k, 0) for k in self.budget_kinds), None
+
+    @property
+    def queued(self) -> int:
+        return self.following.items
+
+    @property
+    def waiting(self) -> int:
+        return self.current.items - self.done + self.following.items
+
+    def start(self, item: tuple[Any, ...]) -> None:
+        self.current.append(item)
+
+    def level(self, depth: int) -> Iterator[tuple[int, _Expansion]]:
+        self.current = self.following
+        self.following = LevelFile(self.folder / f"level-{depth + 1}", self.keep_held, self.pack)
+        self.done = 0
+        for index, state, spent, observed in self.current.read():
+            self.done += 1
+            if not isinstance(spent, Counter):
+                spent = Counter({k: n for k, n in zip(self.budget_kinds, spent, strict=True) if n})
+            yield (
+                index,
+                self.expander.expand(
+                    (state, spent, observed), depth, self.known, self.visitor, set(), depth_of=self.depth_of
+                ),
+            )
+
+    def keep(self, index: int, step: _Step, target: int) -> None:
+        assert step.state is not None
+        assert step.spent is not None
+        self.following.append((target, step.state, step.spent, step.obs))
+        self.disk_peak = max(self.disk_peak, self.current.bytes + self.following.bytes)
+
+    def end_level(self) -> None:
+        self.current.remove()
+        self.following.close()
+        self.disk_peak = max(self.disk_peak, self.following.bytes)
+
+    def close(self) -> None:
+        self.current.remove()
+        self.following.remove()
 
 
 def _sizes(starts: list[int], end: int) -> list[int]:
