@@ -792,6 +792,11 @@ class _Expansion:
     """The state is at the depth bound: not expanded."""
     blockers: Counter[str] | None = None
     """In a worker: why its deliveries could not be ample sets (the reduction's report)."""
+    reduced: bool = False
+    """Expanded through one delivery alone (partial-order reduction)."""
+    undecided: bool = False
+    """In a worker of the compact search: expanded fully, with the ample candidates flagged, for the
+    merge to decide the reduction (the worker could not tell whether the proviso holds)."""
 
 
 class _Left:
@@ -1053,6 +1058,7 @@ class _Expander:
                 if ample:
                     # the ample set is this delivery alone: the candidates tried before it are not in it
                     expansion.steps = [step]
+                    expansion.reduced = True
                     self.reduced += 1
                     return expansion
         return expansion

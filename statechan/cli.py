@@ -18,10 +18,10 @@ from rich.table import Table
 
 from statechan.audit import EXAMPLES_MAX, TIMEOUT_MAX_S
 from statechan.balance.cli import app as balance_app
-from statechan.checker import Bounds, FingerprintCollision, bound_flag, counted
+from statechan.checker import Bounds, FingerprintCollision, bound_flag, checker_config, counted
 from statechan.checker import Engine as SearchEngine
 from statechan.clock import Clock
-from statechan.cluster.config import VARIANTS, Variant
+from statechan.cluster.config import VARIANTS, StoreKind, Variant
 from statechan.docs import stale_docs, write_docs
 from statechan.graph import check_graph, dot, mermaid
 from statechan.invariants.replay import CLEANUP_TIMEOUT_MS, IN_FLIGHT_TIMEOUT_MS, TOMBSTONE_TIMEOUT_MS
@@ -541,6 +541,20 @@ def check_command(
         Path | None,
         typer.Option(help="Where the compact search writes its levels' states (default: the temporary directory)."),
     ] = None,
+    swarm: Annotated[
+        int | None,
+        _number(
+            "Instead of searching, run this many seeded random walks checking every invariant (finds bugs past "
+            "what a search can finish; proves nothing, checks no liveness).",
+            1,
+            100_000_000,
+            "a hundred million walks",
+        ),
+    ] = None,
+    swarm_longest: Annotated[
+        int, _number("Longest swarm walk (each draws its limit between a quarter of this and this).", 1, 100_000, "")
+    ] = 120,
+    seed: Annotated[int, typer.Option(help="The swarm's seed: the same walks for the same seed.")] = 0,
     save_run: Annotated[Path | None, typer.Option(help="Save a counterexample here (statechan replay).")] = None,
     graph: Annotated[
         Path | None,
@@ -576,6 +590,9 @@ def check_command(
         raise typer.Exit(2)
     label = variant if model is None else f"{variant} with model {model}"
     console.print(f"checking {label} on {store.value}: {bounds.describe()} …", highlight=False)
+    if swarm is not None:
+        _swarm(bounds, StoreKind(store.value), chosen, invariants, swarm, swarm_longest, seed, workers, save_run)
+        return
 
     def progress(states: int, queue: int, level: int, seconds: float) -> None:
         console.print(
@@ -700,6 +717,54 @@ def check_command(
             lasso=result.lasso,
             note=f"counterexample: {problem}",
         )
+    raise typer.Exit(1)
+
+
+def _swarm(
+    bounds: Bounds,
+    store: StoreKind,
+    variant: str | Variant,
+    invariants: list[str],
+    walks: int,
+    longest: int,
+    seed: int,
+    workers: int,
+    save_run: Path | None,
+) -> None:
+    """``statechan check --swarm N``: the walks, what they covered, and the shortest counterexample."""
+    from statechan.cluster.runfile import save_run as write_run
+    from statechan.cluster.timeline import build_timeline, format_timeline
+    from statechan.search.swarm import swarm
+    from statechan.traces import atomic_output
+
+    def progress(done: int, states: int, seconds: float) -> None:
+        console.print(f"  {done:,} walks, {states:,} distinct states, {seconds:,.0f} s", highlight=False)
+
+    result = swarm(bounds, store, variant, walks, seed, longest, workers, invariants, progress=progress)
+    console.print(
+        f"swarm: {result.walks:,} walks (seed {seed}, up to {longest} steps each), {result.steps:,} steps, "
+        f"{result.states:,} distinct states (broker symmetry), {result.seconds:.1f} s",
+        highlight=False,
+    )
+    if result.ok:
+        console.print(result.verdict, highlight=False)
+        return
+    config = checker_config(bounds, store, variant)
+    steps = build_timeline(config, result.path, None, stop_at_violation=False, picks=result.picks)
+    console.print(format_timeline(steps, f"counterexample ({len(result.path)} steps)"), markup=False, highlight=False)
+    console.print("[red]broken:[/red] ", end="")
+    console.print(
+        f"{result.violation} — found by {result.violating_walks:,} walk(s); the shortest shown "
+        "(a search may find a shorter one)",
+        markup=False,
+        highlight=False,
+    )
+    if save_run is not None:
+        with atomic_output(save_run) as partial:
+            write_run(
+                partial, config, result.path, note=f"statechan check --swarm: {result.violation}", picks=result.picks
+            )
+        console.print(f"saved to {save_run}; statechan replay {save_run}", highlight=False)
     raise typer.Exit(1)
 
 

@@ -248,7 +248,7 @@ def search(
                     continue
                 flags[index] |= EXPANDED | (TIMERS_CUT if expansion.timers_cut else 0)
                 if source.merges_reduction and result.por:
-                    if reduce_merged(expansion, depth):
+                    if expansion.reduced or (expansion.undecided and reduce_merged(expansion, depth)):
                         expander.reduced += 1
                     if expansion.blockers:
                         expander.blockers.update(expansion.blockers)

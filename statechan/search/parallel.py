@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import multiprocessing
+from array import array
 from collections import Counter
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
@@ -30,6 +31,9 @@ from statechan.search.table import FingerprintTable, key64
 
 if TYPE_CHECKING:
     from statechan.checker import _Expander, _Expansion, _Step
+
+STREAMED = 32
+"""Expansions a worker sends at a time (the merge starts on them while it makes the next)."""
 
 _Item = tuple[int, Any, Any, Any]
 """A queued state: its index, the state, its budgets spent, its observation (or None)."""
@@ -56,9 +60,13 @@ class Workers(Source):
             self.processes.append(process)
         self.kept: list[list[tuple[int, int, int]]] = [[] for _ in range(count)]
         """For each worker, the states it made that the merge kept: (parent, position, index)."""
-        self.reduced: list[dict[int, int]] = [{} for _ in range(count)]
-        """For each worker, its states the merge reduced to one step: parent -> the step's position."""
-        self.holding = [0] * count
+        self.incoming: list[list[str]] = [[] for _ in range(count)]
+        """For each worker, the level files other workers wrote for it, to read with the next level."""
+        self.found = array("Q")
+        """The keys of the states this level found: every worker learns them (it then checks no state
+        the search already holds, as one process does not)."""
+        self._busy = False
+        """A level is being expanded (a worker may be mid-way: stopping it cannot wait)."""
         self.producer: dict[int, int] = {}
         """The worker that expanded each state of the current level."""
         self._queued = 0
@@ -80,19 +88,30 @@ class Workers(Source):
 
     def level(self, depth: int) -> Iterator[tuple[int, _Expansion]]:
         self._merged = 0
-        for pipe in self.pipes:
-            pipe.send(("expand", depth))
-        expansions: list[list[tuple[int, _Expansion]]] = [_answer(pipe) for pipe in self.pipes]
-        self.producer = {index: w for w, made in enumerate(expansions) for index, _ in made}
-        merged = heapq.merge(*expansions, key=lambda pair: pair[0])
+        self._busy = True
+        for w, pipe in enumerate(self.pipes):
+            pipe.send(("expand", depth, self.incoming[w]))
+        self.incoming = [[] for _ in range(self.count)]
+        # each worker streams its expansions in chunks as it makes them: the merge goes on meanwhile
+        merged = heapq.merge(*(self._stream(w) for w in range(self.count)), key=lambda pair: pair[0])
         for index, expansion in merged:
             self._merged += 1
             yield index, expansion
-            if expansion.steps and len(expansion.steps) == 1 and expansion.steps[0].ample:
-                self.reduced[self.producer[index]][index] = expansion.steps[0].position
+        self._busy = False
+
+    def _stream(self, w: int) -> Iterator[tuple[int, _Expansion]]:
+        """Worker ``w``'s expansions of this level, in the order of the states' indices."""
+        while True:
+            kind, made = _answer(self.pipes[w])
+            if kind == "done":
+                return
+            for index, expansion in made:
+                self.producer[index] = w
+                yield index, expansion
 
     def keep(self, index: int, step: _Step, target: int) -> None:
         self.kept[self.producer[index]].append((index, step.position, target))
+        self.found.append(key64(step.key))
 
     def end_level(self) -> None:
         total = sum(len(k) for k in self.kept)
@@ -109,23 +128,22 @@ class Workers(Source):
                 moves[w][target_index] = lightest
                 counts[lightest] += 1
                 counts[w] -= 1
+        found = self.found.tobytes()
+        self.found = array("Q")
         for w, pipe in enumerate(self.pipes):
-            pipe.send(("keep", self.kept[w], self.reduced[w], moves[w]))
-        files: list[list[str]] = [[] for _ in range(self.count)]
+            pipe.send(("keep", self.kept[w], moves[w], found))
         for pipe in self.pipes:
             written, disk = _answer(pipe)
             self.disk_peak = max(self.disk_peak, disk)
             for destination, path in written:
-                files[destination].append(path)
-        for w, pipe in enumerate(self.pipes):
-            pipe.send(("receive", files[w]))
-        for pipe in self.pipes:
-            _answer(pipe)
+                self.incoming[destination].append(path)  # read with the next level
         self._queued = total
         self.kept = [[] for _ in range(self.count)]
-        self.reduced = [{} for _ in range(self.count)]
 
     def close(self) -> None:
+        if self._busy:  # stopped mid-level (a violation, a bound): the workers' work is not wanted
+            for process in self.processes:
+                process.terminate()
         for pipe in self.pipes:
             with contextlib.suppress(BrokenPipeError, OSError):
                 pipe.send(("stop",))
@@ -134,6 +152,10 @@ class Workers(Source):
             if process.is_alive():
                 process.terminate()
                 process.join()
+
+
+class _Undecided(Exception):
+    """The reduction's proviso depends on what other workers found this level."""
 
 
 class WorkerFailed(RuntimeError):
@@ -164,16 +186,25 @@ def _work(pipe: Connection, expander: _Expander, me: int, count: int, folder: Pa
 def _serve(pipe: Connection, expander: _Expander, me: int, folder: Path, keep: int) -> None:
     budget_kinds = list(expander.budget)
     confirmed = FingerprintTable()
-    """Keys this worker knows the search holds (steps the merge kept, from earlier levels)."""
+    """The keys of every state the search holds from earlier levels."""
 
     def pack(item: tuple[Any, ...]) -> tuple[Any, ...]:
         index, state, spent, _ = item[:4]
         return (index, state, tuple(spent.get(k, 0) for k in budget_kinds), None, *item[4:])
 
+    def known(key: bytes) -> bool:
+        return key64(key) in confirmed
+
+    def earlier(key: bytes) -> int | None:
+        """The depth of a state met again in an expansion: one of the levels before, if the worker
+        knows it; else it was first met in this expansion, and whether another worker met it this
+        level first (so it is one level deeper, and the proviso holds) only the merge can tell."""
+        if key64(key) in confirmed:
+            return -1
+        raise _Undecided
+
     holding: list[LevelFile] = [LevelFile(folder / f"w{me}-start", keep, pack)]
     made = LevelFile(folder / f"w{me}-made", keep, pack)
-    keys: dict[int, list[tuple[int, int]]] = {}
-    """The steps of each state expanded in this level: (position, key), refused steps left out."""
     level = 0
     while True:
         command = pipe.recv()
@@ -187,39 +218,40 @@ def _serve(pipe: Connection, expander: _Expander, me: int, folder: Path, keep: i
             pipe.send(None)
         elif command[0] == "expand":
             level = command[1]
+            holding += [LevelFile.written(Path(path)) for path in command[2]]
             made = LevelFile(folder / f"w{me}-made-{level}", keep, pack)
-            keys = {}
             out: list[tuple[int, _Expansion]] = []
             streams = [file.read() for file in holding]
             for index, state, spent, observed in heapq.merge(*streams, key=lambda item: item[0]):
                 if not isinstance(spent, Counter):
                     spent = Counter({k: n for k, n in zip(budget_kinds, spent, strict=True) if n})
                 expander.blockers = Counter()
-                expansion = expander.expand(
-                    (state, spent, observed),
-                    level,
-                    lambda key: key64(key) in confirmed,
-                    None,
-                    set(),
-                    exact=False,
-                )
+                try:
+                    # one process's expansion, reduction included: the worker knows every state of
+                    # the levels before (the proviso's "known"), and says when that is not enough
+                    expansion = expander.expand((state, spent, observed), level, known, None, set(), depth_of=earlier)
+                except _Undecided:
+                    expander.blockers = Counter()
+                    expansion = expander.expand((state, spent, observed), level, known, None, set(), exact=False)
+                    expansion.undecided = True
                 expansion.blockers = expander.blockers
-                keys[index] = [(step.position, key64(step.key)) for step in expansion.steps if not step.refused]
                 for step in expansion.steps:
                     if step.state is not None:
                         made.append((index, step.state, step.spent, None, step.position))
                     step.state, step.spent, step.obs = None, None, None
                 out.append((index, expansion))
+                if len(out) >= STREAMED:
+                    pipe.send(("chunk", out))
+                    out = []
             for file in holding:
                 file.remove()
-            pipe.send(out)
+            holding = []
+            pipe.send(("chunk", out))
+            pipe.send(("done", None))
         elif command[0] == "keep":
-            kept, reduced, moves = command[1], command[2], command[3]
-            for parent, steps in keys.items():
-                only = reduced.get(parent)
-                for position, key in steps:
-                    if only is None or position == only:
-                        confirmed.add(key, 0)
+            kept, moves = command[1], command[2]
+            for key in array("Q", command[3]):
+                confirmed.add(key, 0)
             wanted = {(parent, position): target for parent, position, target in kept}
             mine = LevelFile(folder / f"w{me}-level-{level + 1}", keep, pack)
             sent: dict[int, LevelFile] = {}
@@ -243,6 +275,3 @@ def _serve(pipe: Connection, expander: _Expander, me: int, folder: Path, keep: i
                 file.close()
             holding = [mine]
             pipe.send(([(d, str(f.path)) for d, f in sent.items()], disk))
-        elif command[0] == "receive":
-            holding += [LevelFile.written(Path(path)) for path in command[1]]
-            pipe.send(None)
