@@ -506,7 +506,7 @@ def check_command(
         bool, typer.Option(help="Also count states without partial-order reduction, for its factor (slower).")
     ] = False,
     max_states: Annotated[
-        int, _number("Stop after this many distinct states.", 1, 1_000_000_000, "each state is kept in memory")
+        int, _number("Stop after this many distinct states.", 1, 1_000_000_000, "far past what one machine searches")
     ] = 1_000_000,
     max_seconds: Annotated[float | None, _number("Stop after this many seconds.", 0.1, 604_800, "a week")] = None,
     max_memory: Annotated[
