@@ -17,6 +17,7 @@ hash of its own form, so a successor's fingerprint re-hashes only what its step 
 
 from __future__ import annotations
 
+import enum
 import gc
 import itertools
 import operator
@@ -27,7 +28,8 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from statechan.bounds import ADMIN_KINDS, BOUND_FLAGS, BUDGETED, Bounds, bound_flag, budget_kind, budget_of, counted
 from statechan.cluster import protocol
@@ -50,11 +52,15 @@ from statechan.states import IN_FLIGHT, ServiceUnitState
 from statechan.stores.metadata import NodeEvent, SessionEvent
 from statechan.vacuity import FORCED, Unreached, demanded_flows, undeclared_flows, unreached_flows
 
+if TYPE_CHECKING:
+    from statechan.search.compact import LevelReport
+
 __all__ = [
     "ADMIN_KINDS",
     "BOUND_FLAGS",
     "Bounds",
     "CheckResult",
+    "Engine",
     "FingerprintCollision",
     "Fingerprinter",
     "Node",
@@ -185,6 +191,16 @@ class Node:
     """A timer was due but the tick budget was spent: where the run goes on is outside the bound."""
 
 
+class Engine(enum.Enum):
+    """How a search holds what it has seen."""
+
+    compact = "compact"
+    """64-bit fingerprints and flat arrays in memory, each level's states on disk (the default)."""
+    memory = "memory"
+    """A node object per state and every queued state in memory: what the explored graph
+    (``keep_graph``) and the worker pool (``workers`` > 1) need."""
+
+
 @dataclass
 class CheckResult:
     """What a check covered and what it found."""
@@ -231,6 +247,23 @@ class CheckResult:
     model_problems: list[str] = field(default_factory=list)
     """The model's failed structural checks (``statechan graph --check``), found before searching:
     a model whose table cannot do what it declares is not searched."""
+    engine: Engine = Engine.memory
+    levels: list[int] = field(default_factory=list)
+    """States per breadth-first level (the compact search)."""
+    peak_memory_mb: float = 0.0
+    """The process's peak resident memory at the end of the search (MiB)."""
+    memory_mb: float = 0.0
+    """What the compact search's table and arrays held at the end (MiB)."""
+    disk_mb: float = 0.0
+    """The most disk the compact search's level files held at once (MiB)."""
+
+    @property
+    def collision_probability(self) -> float:
+        """The chance that two of the distinct states shared a 64-bit fingerprint (TLC's estimate:
+        n(n-1)/2 pairs at 2⁻⁶⁴), so that the search merged them and missed what one leads to."""
+        from statechan.search.table import collision_probability
+
+        return collision_probability(self.states)
 
     @property
     def ok(self) -> bool:
@@ -403,6 +436,9 @@ def check(
     por: bool = True,
     measure_por: bool = False,
     vacuity: bool = True,
+    engine: Engine | None = None,
+    on_level: LevelReport | None = None,
+    spill_dir: Path | None = None,
 ) -> CheckResult:
     """Explore every run within ``bounds`` breadth first; stop at the first broken invariant.
 
@@ -424,7 +460,13 @@ def check(
 
     ``vacuity`` (the default): a complete search that never walks a flow the bound demands
     fails with ``never_reached`` (:mod:`statechan.vacuity`); ``variant`` may be a
-    :class:`Variant` itself (a mutant's model)."""
+    :class:`Variant` itself (a mutant's model).
+
+    ``engine``: :attr:`Engine.compact` (the default in one process) keeps 64-bit fingerprints and
+    flat arrays in memory and each level's states on disk (in ``spill_dir``, else the system's
+    temporary directory), calling ``on_level`` as each breadth-first level completes;
+    :attr:`Engine.memory` keeps every state's node (needed by ``keep_graph`` and by ``workers``
+    > 1, which choose it). Both give the same states, verdict and shortest counterexample."""
     from statechan.invariants.catalogue import simulation_ids
 
     bounds = bounds if bounds is not None else Bounds()
@@ -439,7 +481,78 @@ def check(
     result = CheckResult(bounds, store, variant, por=por)
     if vacuity and _model_fails(result):
         return result
+    if engine is None:
+        engine = Engine.memory if keep_graph else Engine.compact
+    if engine is Engine.compact and keep_graph:
+        raise ValueError("the compact search keeps no graph: use Engine.memory")
+    result.engine = engine
     expander = _expander(bounds, store, variant, symmetry, ids, keep_graph, verify_fingerprints, por)
+    if engine is Engine.compact:
+        from statechan.search.compact import search
+
+        search(
+            result,
+            expander,
+            ids,
+            max_states=max_states,
+            max_seconds=max_seconds,
+            max_memory_mb=max_memory_mb,
+            visitor=visitor,
+            progress=progress,
+            progress_every_s=progress_every_s,
+            on_level=on_level,
+            spill_dir=spill_dir,
+            workers=workers,
+        )
+    else:
+        _search_in_memory(
+            result,
+            expander,
+            ids,
+            workers,
+            max_states,
+            max_seconds,
+            max_memory_mb,
+            keep_graph,
+            visitor,
+            progress,
+            progress_every_s,
+        )
+    return _after_search(
+        result,
+        bounds,
+        store,
+        variant,
+        symmetry,
+        ids,
+        max_states,
+        max_seconds,
+        max_memory_mb,
+        vacuity,
+        measure_symmetry,
+        measure_por,
+        por,
+        engine,
+        spill_dir,
+    )
+
+
+def _search_in_memory(
+    result: CheckResult,
+    expander: _Expander,
+    ids: list[str],
+    workers: int,
+    max_states: int,
+    max_seconds: float | None,
+    max_memory_mb: int | None,
+    keep_graph: bool,
+    visitor: Visitor | None,
+    progress: Progress | None,
+    progress_every_s: float,
+) -> None:
+    """The search that keeps a :class:`Node` per state (and may expand in worker processes)."""
+    bounds, store, variant, por = result.bounds, result.store, result.variant, result.por
+    symmetry = expander.fingerprint.symmetry
     root = expander.root
     started = time.perf_counter()
     last_report = started
@@ -479,7 +592,8 @@ def check(
     broken_at_start = check_invariants(root_obs, ids)
     if broken_at_start:  # the initial state is a state within every bound (#21894 breaks it)
         fail(0, broken_at_start)
-        return finish()
+        finish()
+        return
 
     # a search makes many small containers that live until their state is expanded, and none of
     # them in a cycle: the cycle collector's youngest generation, run every 700 allocations by
@@ -517,7 +631,6 @@ def check(
                             expander.blockers.update(expansion.blockers)
                     yield item, expansion
 
-        coverage = result.coverage
         for (node_id, *_), expansion in expanded():
             node = nodes[node_id]
             node.expanded = not expansion.beyond
@@ -527,16 +640,8 @@ def check(
                 result.stopped = result.stopped or f"depth bound {bounds.depth}"
                 continue
             for step in expansion.steps:
-                if step.refused:
-                    # listed as enabled but refused when taken: not a transition (counted, see notes)
-                    result.refused += 1
+                if not _counted(result, step):
                     continue
-                result.transitions += 1
-                for src, dst, forced in step.pairs:
-                    counts = coverage.get((src, dst))
-                    if counts is None:
-                        counts = coverage[src, dst] = Counter()
-                    counts[FORCED + step.action.kind if forced else step.action.kind] += 1
                 known = ids_of.get(step.key)
                 if known is None:
                     known = len(nodes)
@@ -548,7 +653,8 @@ def check(
                     node.successors.append((known, step.action, step.picks))
                     if step.broken:
                         fail(known, step.broken)
-                        return finish()
+                        finish()
+                        return
                     assert step.state is not None
                     assert step.spent is not None
                     queue.append((known, step.state, step.spent, step.obs))
@@ -558,7 +664,8 @@ def check(
                     # the answers a step gave are its own (not the state's): checked on every
                     # step that gives some, also one that leads back to a known state
                     fail(node_id, step.broken, (step.action, step.picks))
-                    return finish()
+                    finish()
+                    return
             if len(nodes) >= max_states:
                 result.complete = False
                 result.stopped = f"state bound {max_states:,}"
@@ -585,16 +692,61 @@ def check(
     finish()
     if result.violation is None and result.complete:
         _liveness(result, nodes)
+
+
+def _after_search(
+    result: CheckResult,
+    bounds: Bounds,
+    store: StoreKind,
+    variant: str | Variant,
+    symmetry: bool,
+    ids: list[str],
+    max_states: int,
+    max_seconds: float | None,
+    max_memory_mb: int | None,
+    vacuity: bool,
+    measure_symmetry: bool,
+    measure_por: bool,
+    por: bool,
+    engine: Engine,
+    spill_dir: Path | None,
+) -> CheckResult:
+    """The vacuity guard and the measured reductions, after either search."""
+    from statechan.search.compact import peak_resident_mb
+
+    result.peak_memory_mb = peak_resident_mb()
     if vacuity and result.ok and result.complete:
         config = result.config()
         demanded = demanded_flows(bounds, config.storage)
         result.never_reached = unreached_flows(load_model(config.variant.model), result.coverage, demanded)
     if measure_symmetry and symmetry and result.complete and result.ok:
-        plain = check(bounds, store, variant, False, max_states, max_seconds, max_memory_mb, invariants=ids, por=por)
+        plain = check(
+            bounds,
+            store,
+            variant,
+            False,
+            max_states,
+            max_seconds,
+            max_memory_mb,
+            invariants=ids,
+            por=por,
+            engine=engine,
+            spill_dir=spill_dir,
+        )
         result.concrete_states = plain.states if plain.complete else 0
     if measure_por and por and result.complete and result.ok:
         full = check(
-            bounds, store, variant, symmetry, max_states, max_seconds, max_memory_mb, invariants=ids, por=False
+            bounds,
+            store,
+            variant,
+            symmetry,
+            max_states,
+            max_seconds,
+            max_memory_mb,
+            invariants=ids,
+            por=False,
+            engine=engine,
+            spill_dir=spill_dir,
         )
         result.full_states = full.states if full.complete else 0
     return result
@@ -627,6 +779,9 @@ class _Step:
     label: str = ""
     ample: bool = False
     """In a worker: a delivery that is an ample set if its successor passes the cycle proviso."""
+    position: int = 0
+    """Where the step comes in its state's expansion, refused steps counted (:meth:`_Expander.branch`
+    takes it again from this number alone: the compact search keeps it instead of the action)."""
 
 
 @dataclass
@@ -637,6 +792,11 @@ class _Expansion:
     """The state is at the depth bound: not expanded."""
     blockers: Counter[str] | None = None
     """In a worker: why its deliveries could not be ample sets (the reduction's report)."""
+    reduced: bool = False
+    """Expanded through one delivery alone (partial-order reduction)."""
+    undecided: bool = False
+    """In a worker of the compact search: expanded fully, with the ample candidates flagged, for the
+    merge to decide the reduction (the worker could not tell whether the proviso holds)."""
 
 
 class _Left:
@@ -731,6 +891,80 @@ class _Expander:
             raise FingerprintCollision(f"two different states share the fingerprint {key.hex()}")
         return key
 
+    def _order(
+        self, state: ClusterState, spent: Counter[str], budgets: _Left, por: bool, count: bool = True
+    ) -> tuple[list[tuple[Action, str | None]], dict[int, _PorCandidate], bool]:
+        """The actions an expansion takes from ``state``, in the order it takes them (with ``por``,
+        the candidate ample deliveries first), the candidates by their action's identity, and
+        whether a timer was due with the tick budget spent. The one order :meth:`expand` and
+        :meth:`branch` share: a step's position names it."""
+        bounds = self.bounds
+        taken: list[tuple[Action, str | None]] = []
+        timers_cut = False
+        kinds = self._kinds
+        for action in protocol.enabled(state, self.setup, budgets.unlisted):
+            kind = kinds.get(type(action), "?")
+            if kind == "?":
+                kind = kinds[type(action)] = budget_kind(action, bounds)
+            if kind == "off" or kind in budgets.out:
+                if kind == "tick":
+                    timers_cut = True
+                continue
+            taken.append((action, kind))
+        taken.sort(key=lambda pair: pair[1] in _CLOCK_MOVING)
+        ready: dict[int, _PorCandidate] = {}
+        if por:
+            candidates = _por_candidates(state, self.setup, taken, self.budget, spent, bounds, budgets.left)
+            ready = {id(c.action): c for c in candidates if not c.reasons - {"tick-clock"}}
+            for blocked in candidates:
+                if count and id(blocked.action) not in ready:
+                    self.blockers.update(blocked.reasons)
+            # the candidates go first: the first whose step passes the checks is the ample set
+            if ready:
+                taken.sort(key=lambda pair: id(pair[0]) not in ready)
+        return taken, ready, timers_cut
+
+    def branches(
+        self, state: ClusterState, spent: Counter[str]
+    ) -> Iterator[tuple[Action, tuple[int, ...], ClusterState, Counter[str]]]:
+        """Every step :meth:`expand` takes from ``state``, in its order, refused ones left out: the
+        action, placement picks, successor and budgets spent."""
+        for _, action, made, child, child_spent in self._branches(state, spent):
+            if child is not None and child_spent is not None:
+                yield action, made, child, child_spent
+
+    def branch(
+        self, state: ClusterState, spent: Counter[str], position: int
+    ) -> tuple[Action, tuple[int, ...], ClusterState, Counter[str]]:
+        """The step at ``position`` in the expansion of ``state`` (refused steps counted): how a
+        search that keeps only each state's parent and position rebuilds a run, by stepping again
+        from the initial state."""
+        for at, action, made, child, child_spent in self._branches(state, spent):
+            if at == position:
+                if child is None or child_spent is None:
+                    raise ValueError(f"the step at position {position} is refused")
+                return action, made, child, child_spent
+        raise ValueError(f"no step at position {position}")
+
+    def _branches(
+        self, state: ClusterState, spent: Counter[str]
+    ) -> Iterator[tuple[int, Action, tuple[int, ...], ClusterState | None, Counter[str] | None]]:
+        budgets = self.left(spent)
+        taken, _, _ = self._order(state, spent, budgets, self.por, count=False)
+        at = 0
+        for action, kind in taken:
+            for outcome in _outcomes(state, action, self.setup):
+                if outcome is None:
+                    yield at, action, (), None, None
+                    at += 1
+                    break
+                child_spent = spent
+                if kind is not None:
+                    child_spent = spent.copy()
+                    child_spent[kind] += 1
+                yield at, action, tuple(outcome.picks), outcome.state, child_spent
+                at += 1
+
     def expand(
         self,
         item: _Item,
@@ -752,47 +986,21 @@ class _Expander:
         if bounds.depth is not None and depth >= bounds.depth:
             return _Expansion([], beyond=True)
         expansion = _Expansion([])
-        taken: list[tuple[Action, str | None]] = []
         budgets = self.left(spent)
-        kinds = self._kinds
-        for action in protocol.enabled(state, setup, budgets.unlisted):
-            kind = kinds.get(type(action), "?")
-            if kind == "?":
-                kind = kinds[type(action)] = budget_kind(action, bounds)
-            if kind == "off" or kind in budgets.out:
-                if kind == "tick":
-                    expansion.timers_cut = True
-                continue
-            taken.append((action, kind))
-        taken.sort(key=lambda pair: pair[1] in _CLOCK_MOVING)
-        ready: dict[int, _PorCandidate] = {}
-        """The candidates that may be ample sets, by their action's identity (it is ``taken``'s)."""
-        if self.por and (depth_of is not None or not exact):
-            candidates = _por_candidates(state, self.setup, taken, budget, spent, bounds, budgets.left)
-            ready = {id(c.action): c for c in candidates if not c.reasons - {"tick-clock"}}
-            for blocked in candidates:
-                if id(blocked.action) not in ready:
-                    self.blockers.update(blocked.reasons)
-            # the candidates go first: the first whose step passes the checks is the ample set
-            if ready:
-                taken.sort(key=lambda pair: id(pair[0]) not in ready)
+        por = self.por and (depth_of is not None or not exact)
+        taken, ready, expansion.timers_cut = self._order(state, spent, budgets, por)
         before = observed if observed is not None else Observation(state, setup)
         for action, kind in taken:
             reader = broker_id(action.broker) if isinstance(action, Deliver) else None
             candidate = ready.get(id(action))
             # every sequence of placement picks the step can make (a clean-up may place several orphans)
-            branches = protocol.each_outcome(state, action, setup)
-            while True:
-                try:
-                    outcome = next(branches)
-                except StopIteration:
-                    break
-                except ValueError:
-                    expansion.steps.append(_Step(action, refused=True))
+            for outcome in _outcomes(state, action, setup):
+                if outcome is None:
+                    expansion.steps.append(_Step(action, refused=True, position=len(expansion.steps)))
                     break
                 made = outcome.picks
                 child = outcome.state
-                step = _Step(action, tuple(made))
+                step = _Step(action, tuple(made), position=len(expansion.steps))
                 after = Observation(child, setup, outcome.answers)
                 step.pairs = _channel_transitions(before.channel, after.channel)
                 if reader is not None and reader in after.views:
@@ -850,12 +1058,29 @@ class _Expander:
                 if ample:
                     # the ample set is this delivery alone: the candidates tried before it are not in it
                     expansion.steps = [step]
+                    expansion.reduced = True
                     self.reduced += 1
                     return expansion
         return expansion
 
 
 _ADMIN_TYPES: tuple[type[Action], ...] = (Transfer, Split, Unload)
+
+
+def _outcomes(state: ClusterState, action: Action, setup: protocol.Setup) -> Iterator[protocol.Outcome | None]:
+    """Every outcome of taking ``action`` (one per sequence of placement picks), then None if the
+    protocol refused it (an action ``enabled`` lists but ``step`` refuses: counted, not a step)."""
+    branches = protocol.each_outcome(state, action, setup)
+    while True:
+        try:
+            outcome = next(branches)
+        except StopIteration:
+            return
+        except ValueError:
+            yield None
+            return
+        yield outcome
+
 
 _WORKER: list[_Expander] = []
 """A worker process's expander (set when the pool starts it)."""
@@ -947,6 +1172,23 @@ class _Pool:
         self.pool.join()
 
 
+def _counted(result: CheckResult, step: _Step) -> bool:
+    """Count a step into ``result`` (a transition and the coverage of what it wrote), unless the
+    protocol refused it (listed as enabled but refused when taken: not a transition, counted
+    apart); whether it was a transition."""
+    if step.refused:
+        result.refused += 1
+        return False
+    result.transitions += 1
+    coverage = result.coverage
+    for src, dst, forced in step.pairs:
+        counts = coverage.get((src, dst))
+        if counts is None:
+            counts = coverage[src, dst] = Counter()
+        counts[FORCED + step.action.kind if forced else step.action.kind] += 1
+    return True
+
+
 def _finish(result: CheckResult, nodes: list[Node], started: float) -> CheckResult:
     result.states = len(nodes)
     result.seconds = time.perf_counter() - started
@@ -986,14 +1228,31 @@ def _liveness(result: CheckResult, nodes: list[Node]) -> None:
         return
     first = min(stuck, key=lambda i: nodes[i].depth)
     path, picks = _path(nodes, first)
-    # walk on from there: every successor is stuck too; the first repeat closes the loop
+
+    def first_successor(current: int) -> tuple[int, Action, Sequence[int]] | None:
+        return nodes[current].successors[0] if nodes[current].successors else None
+
+    _lasso(result, len(stuck), first, path, picks, first_successor)
+
+
+def _lasso(
+    result: CheckResult,
+    stuck: int,
+    first: int,
+    path: list[Action],
+    picks: list[int],
+    first_successor: Callable[[int], tuple[int, Action, Sequence[int]] | None],
+) -> None:
+    """Report a liveness failure: the shortest run to ``first`` (the first state that cannot
+    settle), then its first successors, each stuck too, until one repeats (the loop) or nothing
+    can happen. Both searches walk their graphs through ``first_successor``."""
     seen = {first: 0}
     tail_actions: list[Action] = []
     tail_picks: list[int] = []
     current = first
     start = -1
-    while nodes[current].successors:
-        nxt, action, edge_picks = nodes[current].successors[0]
+    while (edge := first_successor(current)) is not None:
+        nxt, action, edge_picks = edge
         tail_actions.append(action)
         tail_picks.extend(edge_picks)
         if nxt in seen:
@@ -1007,7 +1266,7 @@ def _liveness(result: CheckResult, nodes: list[Node]) -> None:
         else f"leads in {len(tail_actions)} step(s) to a state where nothing can happen"
     )
     result.liveness = (
-        f"{len(stuck):,} state(s) cannot reach a settled state (nothing waiting, nothing in flight, "
+        f"{stuck:,} state(s) cannot reach a settled state (nothing waiting, nothing in flight, "
         f"views agree); the shortest {ending}"
     )
     result.path = path + tail_actions

@@ -18,9 +18,10 @@ from rich.table import Table
 
 from statechan.audit import EXAMPLES_MAX, TIMEOUT_MAX_S
 from statechan.balance.cli import app as balance_app
-from statechan.checker import Bounds, FingerprintCollision, bound_flag, counted
+from statechan.checker import Bounds, FingerprintCollision, bound_flag, checker_config, counted
+from statechan.checker import Engine as SearchEngine
 from statechan.clock import Clock
-from statechan.cluster.config import VARIANTS, Variant
+from statechan.cluster.config import VARIANTS, StoreKind, Variant
 from statechan.docs import stale_docs, write_docs
 from statechan.graph import check_graph, dot, mermaid
 from statechan.invariants.replay import CLEANUP_TIMEOUT_MS, IN_FLIGHT_TIMEOUT_MS, TOMBSTONE_TIMEOUT_MS
@@ -42,7 +43,9 @@ from statechan.stores.metadata import Store, StoreError
 from statechan.values import LONG_MAX, ServiceUnitStateData
 
 if TYPE_CHECKING:
+    from statechan.checker import CheckResult
     from statechan.cluster import Action, Cluster, SimConfig
+    from statechan.search.compact import Level
 
 app = typer.Typer(
     name="statechan",
@@ -503,7 +506,7 @@ def check_command(
         bool, typer.Option(help="Also count states without partial-order reduction, for its factor (slower).")
     ] = False,
     max_states: Annotated[
-        int, _number("Stop after this many distinct states.", 1, 1_000_000_000, "each state is kept in memory")
+        int, _number("Stop after this many distinct states.", 1, 1_000_000_000, "far past what one machine searches")
     ] = 1_000_000,
     max_seconds: Annotated[float | None, _number("Stop after this many seconds.", 0.1, 604_800, "a week")] = None,
     max_memory: Annotated[
@@ -527,6 +530,31 @@ def check_command(
             help="Keep each state's canonical value and stop if two states ever share a fingerprint (memory)."
         ),
     ] = False,
+    engine: Annotated[
+        SearchEngine | None,
+        typer.Option(
+            help="compact: 64-bit fingerprints and flat arrays in memory, each level's states on disk (the default "
+            "in one process); memory: a node per state (what --graph and --workers use).",
+        ),
+    ] = None,
+    spill_dir: Annotated[
+        Path | None,
+        typer.Option(help="Where the compact search writes its levels' states (default: the temporary directory)."),
+    ] = None,
+    swarm: Annotated[
+        int | None,
+        _number(
+            "Instead of searching, run this many seeded random walks checking every invariant (finds bugs past "
+            "what a search can finish; proves nothing, checks no liveness).",
+            1,
+            100_000_000,
+            "a hundred million walks",
+        ),
+    ] = None,
+    swarm_longest: Annotated[
+        int, _number("Longest swarm walk (each draws its limit between a quarter of this and this).", 1, 100_000, "")
+    ] = 120,
+    seed: Annotated[int, typer.Option(help="The swarm's seed: the same walks for the same seed.")] = 0,
     save_run: Annotated[Path | None, typer.Option(help="Save a counterexample here (statechan replay).")] = None,
     graph: Annotated[
         Path | None,
@@ -562,12 +590,27 @@ def check_command(
         raise typer.Exit(2)
     label = variant if model is None else f"{variant} with model {model}"
     console.print(f"checking {label} on {store.value}: {bounds.describe()} …", highlight=False)
+    if swarm is not None:
+        _swarm(bounds, StoreKind(store.value), chosen, invariants, swarm, swarm_longest, seed, workers, save_run)
+        return
 
     def progress(states: int, queue: int, level: int, seconds: float) -> None:
         console.print(
             f"  {states:,} states, {queue:,} waiting, depth {level}, {states / seconds:,.0f} states/s",
             highlight=False,
         )
+
+    if engine is SearchEngine.compact and graph is not None:
+        err.print("[red]error:[/red] --engine compact keeps no graph (drop --graph, or use --engine memory)")
+        raise typer.Exit(2)
+    last_level = [0.0]
+
+    def level_done(level: Level) -> None:
+        # every level of a long search; a short one's levels are summed up at the end
+        if level.seconds < 10 and level.seconds - last_level[0] < 10:
+            return
+        last_level[0] = level.seconds
+        console.print(f"  {_level_line(level)}", highlight=False)
 
     try:
         result = check(
@@ -587,6 +630,9 @@ def check_command(
             por=por,
             measure_por=measure_por,
             vacuity=vacuity,
+            engine=engine,
+            on_level=level_done,
+            spill_dir=spill_dir,
         )
     except FingerprintCollision as exc:
         err.print(
@@ -619,6 +665,7 @@ def check_command(
         f"{result.rate:,.0f} states/s{reduction}",
         highlight=False,
     )
+    console.print(_resources_line(result), highlight=False)
     config = result.config()
     _print_coverage(result.coverage, config.variant.model, config.storage)
     if graph is not None and graph_format is not None:
@@ -671,6 +718,81 @@ def check_command(
             note=f"counterexample: {problem}",
         )
     raise typer.Exit(1)
+
+
+def _swarm(
+    bounds: Bounds,
+    store: StoreKind,
+    variant: str | Variant,
+    invariants: list[str],
+    walks: int,
+    longest: int,
+    seed: int,
+    workers: int,
+    save_run: Path | None,
+) -> None:
+    """``statechan check --swarm N``: the walks, what they covered, and the shortest counterexample."""
+    from statechan.cluster.runfile import save_run as write_run
+    from statechan.cluster.timeline import build_timeline, format_timeline
+    from statechan.search.swarm import swarm
+    from statechan.traces import atomic_output
+
+    def progress(done: int, states: int, seconds: float) -> None:
+        console.print(f"  {done:,} walks, {states:,} distinct states, {seconds:,.0f} s", highlight=False)
+
+    result = swarm(bounds, store, variant, walks, seed, longest, workers, invariants, progress=progress)
+    console.print(
+        f"swarm: {result.walks:,} walks (seed {seed}, up to {longest} steps each), {result.steps:,} steps, "
+        f"{result.states:,} distinct states (broker symmetry), {result.seconds:.1f} s",
+        highlight=False,
+    )
+    if result.ok:
+        console.print(result.verdict, highlight=False)
+        return
+    config = checker_config(bounds, store, variant)
+    steps = build_timeline(config, result.path, None, stop_at_violation=False, picks=result.picks)
+    console.print(format_timeline(steps, f"counterexample ({len(result.path)} steps)"), markup=False, highlight=False)
+    console.print("[red]broken:[/red] ", end="")
+    console.print(
+        f"{result.violation} — found by {result.violating_walks:,} walk(s); the shortest shown "
+        "(a search may find a shorter one)",
+        markup=False,
+        highlight=False,
+    )
+    if save_run is not None:
+        with atomic_output(save_run) as partial:
+            write_run(
+                partial, config, result.path, note=f"statechan check --swarm: {result.violation}", picks=result.picks
+            )
+        console.print(f"saved to {save_run}; statechan replay {save_run}", highlight=False)
+    raise typer.Exit(1)
+
+
+def _level_line(level: Level) -> str:
+    """A finished breadth-first level: its states, growth, the projected total, time and resources."""
+    projected = f"projected total {level.projected:,}" if level.projected is not None else "no end projected yet"
+    return (
+        f"depth {level.depth}: {level.states:,} states (x{level.growth:.2f}), {level.total:,} in all, {projected}; "
+        f"{level.seconds:,.0f} s, {level.resident_mb:,.0f} MiB resident, {level.disk_mb:,.1f} MiB on disk"
+    )
+
+
+def _resources_line(result: CheckResult) -> str:
+    """What the search held (peak resident memory, disk), and the chance its 64-bit fingerprints
+    merged two states."""
+    from statechan.search.compact import projected_total
+
+    line = f"peak memory {result.peak_memory_mb:,.0f} MiB resident"
+    if result.engine is SearchEngine.compact:
+        line += f" ({result.memory_mb:,.1f} MiB of fingerprints and arrays), {result.disk_mb:,.1f} MiB on disk at most"
+        if result.levels:
+            widest = max(range(len(result.levels)), key=result.levels.__getitem__)
+            line += f"; {len(result.levels)} levels, the widest {result.levels[widest]:,} states at depth {widest}"
+            if not result.complete:
+                projected = projected_total(result.levels)
+                line += f", projected total {projected:,}" if projected is not None else ", no end projected yet"
+    line += f"; chance of a fingerprint collision {result.collision_probability:.1e}"
+    return line
 
 
 def _bound_options(

@@ -1,0 +1,82 @@
+"""The compact search on several worker processes: the same states, transitions, coverage,
+verdict, reduction and shortest counterexample as in one process, with the states kept where
+they were made or moved to even the load, in memory or on disk."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import statechan.checker as checker_module
+from statechan.checker import Bounds, check
+from statechan.cluster import StoreKind
+from statechan.search import frontier
+from statechan.search.parallel import WorkerFailed
+from tests.test_search_compact import SMALL, _found
+
+CASES = [
+    (SMALL.model_copy(update={"crashes": 1, "restarts": 1}), StoreKind.system_topic, "25379", {}, True),
+    (Bounds(lookups=2, admin=0, ticks=1), StoreKind.metadata_store, "24186", {}, False),
+    (Bounds(admin_kinds=("unload",), ticks=4, timely_delivery_ms=None), StoreKind.system_topic, "current", {}, True),
+    (Bounds(compactions=1, depth=6), StoreKind.system_topic, "current", {}, False),
+    (SMALL, StoreKind.system_topic, "current", {"max_states": 300, "por": False}, True),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=["25379", "24186", "untimely", "depth-bound", "state-bound"])
+def test_two_workers_find_what_one_process_finds(
+    case: tuple[Bounds, StoreKind, str, dict[str, object], bool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Partial-order reduction included: the workers flag the ample deliveries, and the merge
+    applies the cycle proviso in the order one process does."""
+    bounds, store, variant, options, spilled = case
+    if spilled:
+        monkeypatch.setattr(frontier, "KEEP", 0)
+    one = check(bounds, store, variant, **options)  # type: ignore[arg-type]
+    two = check(bounds, store, variant, workers=2, **options)  # type: ignore[arg-type]
+    assert _found(two) == _found(one)
+    assert one.states > 200
+
+
+def test_the_merge_decides_the_reduction_where_a_worker_cannot(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker applies the reduction's cycle proviso itself where the states it knows (every
+    level before) decide it; where a delivery's successor was first met earlier in the same
+    expansion, only the merge knows whether another worker met it this level first (one level
+    deeper: the proviso holds), so the worker expands fully and the merge decides."""
+    import statechan.search.parallel as parallel
+
+    undecided = []
+    stream = parallel.Workers._stream
+
+    def counting(self: parallel.Workers, w: int) -> Iterator[tuple[int, Any]]:
+        for index, expansion in stream(self, w):
+            undecided.append(expansion.undecided)
+            yield index, expansion
+
+    monkeypatch.setattr(parallel.Workers, "_stream", counting)
+    bounds = Bounds(brokers=3, ticks=1)
+    one = check(bounds)
+    two = check(bounds, workers=2)
+    assert _found(two) == _found(one)
+    assert one.reduced > 1_000
+    assert 0 < sum(undecided) < 100
+
+
+def test_three_workers_on_levels_on_disk_find_what_one_process_finds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(frontier, "KEEP", 0)
+    bounds = Bounds(admin=0, ticks=2, crashes=1)
+    one = check(bounds)
+    three = check(bounds, workers=3)
+    assert _found(three) == _found(one)
+    assert three.disk_mb > 0
+
+
+def test_a_worker_that_fails_stops_the_search_with_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("the expander broke")
+
+    monkeypatch.setattr(checker_module._Expander, "expand", broken)
+    with pytest.raises(WorkerFailed, match="the expander broke"):
+        check(SMALL, workers=2)
