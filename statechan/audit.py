@@ -306,7 +306,8 @@ and reading a nested column costs Spark more than the whole replay."""
 
 class Fold:
     """Replays channel rows into a :class:`Partial`: Arrow batches (:meth:`batch`), or tuples in
-    :data:`CHANNEL_COLUMNS` order (:meth:`rows`)."""
+    :data:`CHANNEL_COLUMNS` order (:meth:`rows`). ``share`` (mine, shares): replay only the rows
+    of the namespaces :func:`namespace_share` gives to ``mine``; the others are passed over."""
 
     def __init__(
         self,
@@ -314,6 +315,7 @@ class Fold:
         registry_events: Sequence[tuple[int, int, str, bool]],
         end_time: int,
         refused: Mapping[tuple[int, int], tuple[str, str]] | None = None,
+        share: tuple[int, int] | None = None,
     ):
         self.settings = settings
         self.refused = {_row_id(*place): found for place, found in refused.items()} if refused else None
@@ -321,10 +323,15 @@ class Fold:
         map: :func:`statechan.traces.split_map_errors`; with the history invariants, any field:
         :meth:`Histories.record`), with their error and text."""
         self.end_time = end_time
+        self.share = share
         self.partial = Partial(settings.examples)
         self.replay = TraceReplay(record_checks(settings.ids()), settings.replay(), Registry(registry_events))
         self.route: dict[str, tuple[NamespaceReplay, Bundle]] = {}
         """Each key seen: its namespace's replay and its bundle."""
+        self.elsewhere: set[str] = set()
+        """Each key seen whose namespace is another share's (with ``share``)."""
+        self.shares_known: dict[str, int] = {}
+        """Each namespace's share, worked out once (:func:`_share_mask`)."""
         self.replays: list[NamespaceReplay] = []
         self.numbers: dict[str, int] = {}
         """Each namespace of an Arrow batch so far: its replay's place in :attr:`replays`."""
@@ -341,10 +348,13 @@ class Fold:
         """Offer an Arrow batch of channel rows (:data:`CHANNEL_COLUMNS`), each namespace's in
         offset order. A batch whose every row is a record the replay takes as it is (Arrow finds
         no null, negative or refused field, each distinct value and new key is checked once) goes
-        through the replay column by column; a batch with a row to quarantine goes row by row
-        (:meth:`rows`), which says why."""
+        through the replay column by column, its rows never Python objects but for the lists the
+        replay reads; a batch with a row to quarantine goes row by row (:meth:`rows`), which says
+        why."""
         clean = self._columns(batch)
         if clean is None:
+            if self.share is not None:
+                batch = batch.filter(_share_mask(batch, *self.share, self.shares_known))
             self.rows(zip(*arrow_columns(batch, CHANNEL_COLUMNS, self.words), strict=True))
             return
         keys, offsets, times, values, runs = clean
@@ -353,42 +363,55 @@ class Fold:
             found = replay.offer_run(keys[lo:hi], offsets[lo:hi], times[lo:hi], values[lo:hi])
             if found:
                 record(found)
-        self.partial.channel += batch.num_rows
+        self.partial.channel += len(keys)
 
     def _columns(
         self, batch: Any
     ) -> tuple[list[str], list[int], list[int], list[Value | None], list[tuple[NamespaceReplay, int, int]]] | None:
-        """The batch's keys, offsets, times and values as Python lists, its rows grouped by
-        namespace (stably: each namespace's in the batch's order; namespaces are independent), with
-        the runs of rows of each namespace (its replay, first row, row after the last); or None if a
-        row of it is not a record the replay can take as it is."""
+        """The batch's keys, offsets, times and values as Python lists, its rows (of this share)
+        grouped by namespace (stably: each namespace's in the batch's order; namespaces are
+        independent), with the runs of rows of each namespace (its replay, first row, row after the
+        last); or None if a row of the batch is not a record the replay can take as it is. The
+        checks, the grouping and the gathering are numpy's, on the batch's own buffers."""
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
 
         if not batch.num_rows:
             return [], [], [], [], []
-        offsets, times = batch.column("offset"), batch.column("time")
-        if batch.column("key").null_count or offsets.null_count or times.null_count:
+        offset_column, time_column = batch.column("offset"), batch.column("time")
+        if batch.column("key").null_count or offset_column.null_count or time_column.null_count:
             return None
-        if pc.min(offsets).as_py() < 0 or pc.min(times).as_py() < 0:
+        offsets, times = offset_column.to_numpy(), time_column.to_numpy()  # no nulls: the buffers as they are
+        if offsets.min() < 0 or times.min() < 0:
             return None
         if self.refused and pc.any(pc.is_in(batch.column("row"), value_set=pa.array(list(self.refused)))).as_py():
             return None
         has_value = pc.fill_null(batch.column("has_value"), False)
-        if pc.any(pc.and_(has_value, pc.is_null(batch.column("version_id")))).as_py():
+        versions = batch.column("version_id")
+        if versions.null_count and pc.any(pc.and_(has_value, pc.is_null(versions))).as_py():
             return None
         encoded = batch.column("key").dictionary_encode()  # a dictionary column as it is
         indices = encoded.indices.to_numpy(zero_copy_only=False)
         words = self.words
         distinct = [words.setdefault(w, w) for w in encoded.dictionary.to_pylist()]
         used = np.unique(indices).tolist()  # a dictionary read from Parquet may hold keys of other rows
-        route, numbers, namespace_of = self.route, self.numbers, self.replay.namespace_of
+        route, numbers, namespace_of, elsewhere = self.route, self.numbers, self.replay.namespace_of, self.elsewhere
         number = np.full(len(distinct), -1, dtype=np.int64)
         for i in used:
             key = distinct[i]
             target = route.get(key)
             if target is None:
+                if key in elsewhere:
+                    continue
+                if self.share is not None:
+                    namespace = "/".join(key.split("/", 2)[:2])
+                    share = self.shares_known.get(namespace)
+                    if share is None:
+                        share = self.shares_known[namespace] = _share_of(namespace, self.share[1])
+                    if share != self.share[0]:
+                        elsewhere.add(key)
+                        continue
                 if not _is_key(key):
                     return None
                 target = route[key] = namespace_of(key)
@@ -399,22 +422,26 @@ class Fold:
                 self.replays.append(replay)
             number[i] = found
         of_row = number[indices]
-        order = np.argsort(of_row, kind="stable")
-        batch = batch.take(pa.array(order))
-        has_value = has_value.take(pa.array(order))
+        mine = np.flatnonzero(of_row >= 0) if elsewhere else None
+        order = np.argsort(of_row if mine is None else of_row[mine], kind="stable")
+        if mine is not None:
+            order = mine[order]
+            if not len(order):  # every row another share's
+                return [], [], [], [], []
         grouped = of_row[order]
         starts = [0, *(np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist(), len(grouped)]
         replays = self.replays
         runs = [(replays[int(grouped[lo])], lo, hi) for lo, hi in itertools.pairwise(starts)]
-        values = self._values(batch, has_value, batch.column("version_id").to_pylist())
+        values = self._values(batch, has_value.to_numpy(zero_copy_only=False), versions, order)
         if values is None:
             return None
-        keys = [distinct[i] for i in indices[order].tolist()]
-        return keys, batch.column("offset").to_pylist(), batch.column("time").to_pylist(), values, runs
+        keys = np.array(distinct, dtype=object)[indices[order]].tolist()  # no null key: checked above
+        return keys, offsets[order].tolist(), times[order].tolist(), values, runs
 
-    def _values(self, batch: Any, has_value: Any, versions: list[int | None]) -> list[Value | None] | None:
-        """Each row's value (None: a tombstone), each distinct (state, dst, src, force) validated
-        once; None if one of them is not a value."""
+    def _values(self, batch: Any, has_value: Any, versions: Any, order: Any) -> list[Value | None] | None:
+        """The value of each row of ``order`` (None: a tombstone), each distinct (state, dst, src,
+        force) validated once; None if one of them is not a value. Each value is built from columns
+        gathered by numpy and zipped in C: no Python statement runs per row."""
         import numpy as np
         import pyarrow.compute as pc
 
@@ -425,16 +452,23 @@ class Fold:
             words = [self.words.setdefault(w, w) for w in encoded.dictionary.to_pylist()]
             parts.append([*words, None])
             code = code * len(parts[-1]) + encoded.indices.fill_null(len(words)).to_numpy(zero_copy_only=False)
-        force = batch.column("force")
-        code = code * 3 + pc.fill_null(pc.cast(force, "int8"), 2).to_numpy(zero_copy_only=False)
-        code = np.where(has_value.to_numpy(zero_copy_only=False), code, -1)
-        distinct, rows = np.unique(code, return_inverse=True)
-        table: list[tuple[Any, ...] | None] = []
+        force = pc.fill_null(pc.cast(batch.column("force"), "int8"), 2).to_numpy(zero_copy_only=False)
+        code = code * 3 + force + 1
+        code[~has_value] = 0  # a tombstone
+        code = code[order]
+        if code.max() < 4 * len(code) + (1 << 16):  # few distinct codes in a small range: a table, no sort
+            present = np.zeros(int(code.max()) + 1, dtype=bool)
+            present[code] = True
+            distinct = np.flatnonzero(present)
+            rows = (np.cumsum(present) - 1)[code]
+        else:
+            distinct, rows = np.unique(code, return_inverse=True)
+        table: list[tuple[Any, ...]] = []
         for each in distinct.tolist():
-            if each < 0:
-                table.append(None)
+            if each == 0:
+                table.append((None, None, None, None))
                 continue
-            each, f = divmod(each, 3)
+            each, f = divmod(each - 1, 3)
             each, r = divmod(each, len(parts[2]))
             s, d = divmod(each, len(parts[1]))
             fields = (parts[0][s], parts[1][d], parts[2][r], (False, True, None)[f])
@@ -447,11 +481,19 @@ class Fold:
             if checked is None:
                 return None
             table.append(checked)
-        empty = ()
-        return [
-            None if prefix is None else _new(Value, (*prefix, version, empty))
-            for prefix, version in zip([table[i] for i in rows.tolist()], versions, strict=True)
-        ]
+        rows = rows.reshape(-1)
+        columns = []
+        for place in range(4):
+            column = np.empty(len(table), dtype=object)
+            column[:] = [fields[place] for fields in table]
+            columns.append(column[rows].tolist())
+        version_list = pc.fill_null(versions, 0).to_numpy(zero_copy_only=False)[order].tolist()
+        made: list[Value | None] = list(
+            map(_new, itertools.repeat(Value), zip(*columns, version_list, itertools.repeat(()), strict=False))
+        )
+        for i in np.flatnonzero(code == 0).tolist():
+            made[i] = None
+        return made
 
     def rows(self, rows: Iterable[tuple[Any, ...]]) -> None:
         """Offer rows (tuples in :data:`CHANNEL_COLUMNS` order), each namespace's in offset order
@@ -1520,19 +1562,19 @@ def _shared_read_fold(
     """The replay of one share of the namespaces, as a ``mapInArrow`` function over a range of
     share numbers (runs in the Python workers): every Parquet input read here, through Arrow, a
     batch at a time in file order (offset order: the first pass checked it), and the rows of the
-    share's namespaces replayed as the local engine replays them."""
+    share's namespaces replayed as the local engine replays them (:class:`Fold` with ``share``:
+    each distinct key's share worked out once, the others' rows left in the batch unread)."""
 
     def fold(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
         for batch in batches:
             for share in batch.column("id").to_pylist():
-                work = Fold(settings, registry, end_time, refused)
-                known: dict[str, int] = {}
+                work = Fold(settings, registry, end_time, refused, share=(share, shares))
                 with collector_paused():
                     for source, path in inputs:
                         for part in _parquet_channel_batches(path, source):
-                            work.batch(part.filter(_share_mask(part, share, shares, known)))
+                            work.batch(part)  # the other shares' rows are passed over, not copied out
                 yield pa.RecordBatch.from_pydict({"partial": [work.finish().to_json()]})
 
     return fold

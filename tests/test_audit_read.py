@@ -11,7 +11,18 @@ from typing import Any
 
 import pytest
 
-from statechan.audit import AuditReport, _share_mask, audit, namespace_share, spark_session
+from statechan.audit import (
+    AuditReport,
+    AuditSettings,
+    Fold,
+    Partial,
+    _parquet_channel_batches,
+    _share_mask,
+    audit,
+    first_pass,
+    namespace_share,
+    spark_session,
+)
 from statechan.tracegen import PLANT_KINDS, write_generated
 
 pytestmark = pytest.mark.slow
@@ -119,3 +130,46 @@ def test_the_share_of_a_row_is_its_namespace_s_in_every_batch() -> None:
             assert [[namespace_share(k, shares) == share for k in keys] for share in range(shares)] == picked
             assert all(sum(row[i] for row in picked) == 1 for i in range(len(keys)))  # one share each
     assert namespace_share("a/b/0x0_0x1", 5) == namespace_share("a/b/0x2_0x3", 5)
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_the_shares_folds_merged_are_the_whole_fold(tmp_path: Path, broken: bool) -> None:
+    """Each task's fold passes over the other shares' rows in the batches it reads: the shares'
+    partials merged are the one fold's, violations, examples and quarantine alike, also when a
+    batch holds a row to quarantine (in whichever share)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "planted.parquet"
+    write_generated(path, 20_000, seed=6, plant=PLANTED)
+    bad = 0
+    if broken:
+        table = pq.read_table(path)
+        channel = [i for i, kind in enumerate(table.column("kind").to_pylist()) if kind == "channel"]
+        states = table.column("state").to_pylist()
+        for i in channel[500::4_000]:
+            states[i] = "Lost"
+            bad += 1
+        table = table.set_column(table.schema.get_field_index("state"), "state", pa.array(states, pa.string()))
+        pq.write_table(table, path)
+    other, _ = first_pass([str(path)])
+    settings = AuditSettings(examples=50)
+
+    def fold(share: tuple[int, int] | None) -> Partial:
+        work = Fold(settings, other.registry, other.max_time or 0, other.refused, share=share)
+        for batch in _parquet_channel_batches(str(path), 0):
+            work.batch(batch)
+        return work.finish()
+
+    whole = fold(None)
+    assert sum(whole.violations.values()) >= len(PLANTED)
+    assert len(whole.malformed) == bad
+    for shares in (2, 3):
+        merged = Partial(settings.examples)
+        for share in range(shares):
+            merged.merge(fold((share, shares)))
+        assert merged.violations == whole.violations
+        assert merged.reasons == whole.reasons
+        assert (merged.channel, merged.bundles, merged.namespaces) == (whole.channel, whole.bundles, whole.namespaces)
+        assert {k: sorted(v) for k, v in merged.examples.items()} == {k: sorted(v) for k, v in whole.examples.items()}
+        assert sorted(merged.malformed) == sorted(whole.malformed)
