@@ -43,6 +43,9 @@ class Hunt:
     tombstone_delay_s: int | None = None
     """The channel's tombstone delay, if not Pulsar's hour (a bug that needs the monitor to see an
     old record)."""
+    checker_only: str = ""
+    """Why the bench's hunt cannot tell this bug from the current protocol (then its saved run is
+    the model checker's, kept on the page as written, and no hunt runs for it)."""
 
     @property
     def config(self) -> SimConfig:
@@ -91,6 +94,9 @@ HUNTS: tuple[Hunt, ...] = (
         "broker without a session answers lookups from a stale view",
         SystemTopicBench,
         ("lookup-answers-live-owner", "single-owner"),
+        checker_only="every run the bench's budget finds breaks the current protocol's own single-owner finding "
+        "too (a split during a session loss, docs/findings.md); at its bound (no admin operations) the checker "
+        "tells them apart",
     ),
     Hunt(
         "21721",
@@ -127,7 +133,13 @@ HUNTS: tuple[Hunt, ...] = (
         SystemTopicBench,
         ("semi-terminal-tombstoned",),
     ),
-    Hunt("22379", "an unload reported done on an assignment's Owned", SystemTopicBench, ("unload-completion-matches",)),
+    Hunt(
+        "22379",
+        "an unload reported done on an assignment's Owned",
+        SystemTopicBench,
+        ("unload-completion-matches",),
+        brokers=2,
+    ),
     Hunt("22859", "a forced unload never reported done", SystemTopicBench, ("unload-not-stranded",), brokers=2),
     Hunt(
         "23349",
@@ -206,7 +218,7 @@ def _write(directory: Path, only: frozenset[str] = frozenset()) -> int:
     rows, sections = [], []
     missing = 0
     for h in HUNTS:
-        kept = _recorded(old_page, h.variant) if only and h.variant not in only else None
+        kept = _recorded(old_page, h.variant) if (only and h.variant not in only) or h.checker_only else None
         if kept is not None:
             rows.append(kept[0])
             sections += kept[1]

@@ -17,22 +17,26 @@ from properties.hunts import HUNTS, Hunt, _recorded, hunt
 from statechan.cluster import Cluster, SimConfig
 from statechan.cluster.actions import Action
 from statechan.cluster.config import VARIANTS
-from statechan.cluster.runfile import load_run
+from statechan.cluster.runfile import load_saved_run
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
-@pytest.mark.parametrize("h", HUNTS, ids=[f"#{h.variant}" for h in HUNTS])
+BENCH_HUNTS = [h for h in HUNTS if not h.checker_only]
+
+
+@pytest.mark.parametrize("h", BENCH_HUNTS, ids=[f"#{h.variant}" for h in BENCH_HUNTS])
 def test_the_bench_finds_the_bug(h: Hunt) -> None:
     failure = hunt(h, shrink=False)
     assert failure is not None, f"#{h.variant} not found within {h.max_examples} examples"
     assert set(failure.invariants) & set(h.expect), str(failure)
 
 
-def broken_by(config: SimConfig, actions: list[Action]) -> set[str]:
+def broken_by(config: SimConfig, actions: list[Action], picks: list[int] | None = None) -> set[str]:
     """The invariants a replay breaks (the starting state's, then the cluster and step invariants at
-    each step, the histories at the end); a step the protocol cannot take ends the replay."""
-    cluster = Cluster(config)
+    each step, the histories at the end); a step the protocol cannot take ends the replay. A
+    checker's run carries its placement choices (``picks``)."""
+    cluster = Cluster(config, picks=list(picks)) if picks else Cluster(config)
     stepwise = timeline_check()
     stepwise.start(cluster)
     found = stepwise(cluster)  # the starting state (#21894 breaks it before any step)
@@ -54,11 +58,12 @@ def test_the_documented_counterexample_breaks_the_variant_only(h: Hunt) -> None:
     path = DOCS / "counterexamples" / f"{h.variant}.json"
     assert path.exists(), f"run `python -m properties.hunts --write docs` to save #{h.variant}'s counterexample"
     assert f"## #{h.variant}:" in (DOCS / "counterexamples.md").read_text(encoding="utf-8")
-    config, actions, _ = load_run(path)
+    saved = load_saved_run(path)
+    config, actions, picks = saved.config, saved.actions, saved.picks
     assert config.variant == VARIANTS[h.variant]
-    assert broken_by(config, actions) & set(h.expect)
+    assert broken_by(config, actions, picks) & set(h.expect)
     fixed = config.model_copy(update={"variant": VARIANTS["current"]})
-    assert broken_by(fixed, actions) == set()
+    assert broken_by(fixed, actions, picks) == set()
 
 
 def test_a_partial_rewrite_keeps_every_other_recorded_run() -> None:

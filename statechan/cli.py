@@ -44,8 +44,8 @@ from statechan.values import LONG_MAX, ServiceUnitStateData
 
 if TYPE_CHECKING:
     from statechan.checker import CheckResult
+    from statechan.checker.compact import Level
     from statechan.cluster import Action, Cluster, SimConfig
-    from statechan.search.compact import Level
 
 app = typer.Typer(
     name="statechan",
@@ -554,7 +554,9 @@ def check_command(
     swarm_longest: Annotated[
         int, _number("Longest swarm walk (each draws its limit between a quarter of this and this).", 1, 100_000, "")
     ] = 120,
-    seed: Annotated[int, typer.Option(help="The swarm's seed: the same walks for the same seed.")] = 0,
+    seed: Annotated[
+        int, _number("The swarm's seed: the same walks for the same seed.", 0, LONG_MAX, "a Java long, as runs keep it")
+    ] = 0,
     save_run: Annotated[Path | None, typer.Option(help="Save a counterexample here (statechan replay).")] = None,
     graph: Annotated[
         Path | None,
@@ -732,9 +734,9 @@ def _swarm(
     save_run: Path | None,
 ) -> None:
     """``statechan check --swarm N``: the walks, what they covered, and the shortest counterexample."""
+    from statechan.checker.swarm import swarm
     from statechan.cluster.runfile import save_run as write_run
     from statechan.cluster.timeline import build_timeline, format_timeline
-    from statechan.search.swarm import swarm
     from statechan.traces import atomic_output
 
     def progress(done: int, states: int, seconds: float) -> None:
@@ -780,7 +782,7 @@ def _level_line(level: Level) -> str:
 def _resources_line(result: CheckResult) -> str:
     """What the search held (peak resident memory, disk), and the chance its 64-bit fingerprints
     merged two states."""
-    from statechan.search.compact import projected_total
+    from statechan.checker.compact import projected_total
 
     line = f"peak memory {result.peak_memory_mb:,.0f} MiB resident"
     if result.engine is SearchEngine.compact:

@@ -8,12 +8,11 @@ import pytest
 from typer.testing import CliRunner
 
 import statechan.checker as checker_module
-from statechan.checker import Bounds, CheckResult, Engine, FingerprintCollision, check
+from statechan.checker import Bounds, CheckResult, Engine, FingerprintCollision, check, frontier
+from statechan.checker.compact import Level, projected_total
+from statechan.checker.table import FingerprintTable, collision_probability, key64
 from statechan.cli import app
 from statechan.cluster import StoreKind
-from statechan.search import frontier
-from statechan.search.compact import Level, projected_total
-from statechan.search.table import FingerprintTable, collision_probability, key64
 
 SMALL = Bounds(brokers=2, bundles=1, lookups=1, admin=1, ticks=2)
 runner = CliRunner()
@@ -128,7 +127,7 @@ def test_verified_fingerprints_and_their_64_bit_fold_are_checked(monkeypatch: py
     plain = check(bounds)
     assert check(bounds, verify_fingerprints=True).states == plain.states
     # every key folded to one 64-bit value: the compact search's own fold is caught too
-    monkeypatch.setattr("statechan.search.compact.key64", lambda key: 7)
+    monkeypatch.setattr("statechan.checker.compact.key64", lambda key: 7)
     with pytest.raises(FingerprintCollision, match="fold to the 64-bit fingerprint"):
         check(bounds, verify_fingerprints=True)
 

@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 
 import statechan.checker as checker_module
-from statechan.checker import Bounds, check
+from statechan.checker import Bounds, check, frontier
+from statechan.checker.parallel import WorkerFailed
 from statechan.cluster import StoreKind
-from statechan.search import frontier
-from statechan.search.parallel import WorkerFailed
 from tests.test_search_compact import SMALL, _found
 
 CASES = [
@@ -45,7 +44,7 @@ def test_the_merge_decides_the_reduction_where_a_worker_cannot(monkeypatch: pyte
     level before) decide it; where a delivery's successor was first met earlier in the same
     expansion, only the merge knows whether another worker met it this level first (one level
     deeper: the proviso holds), so the worker expands fully and the merge decides."""
-    import statechan.search.parallel as parallel
+    import statechan.checker.parallel as parallel
 
     undecided = []
     stream = parallel.Workers._stream

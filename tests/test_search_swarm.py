@@ -7,8 +7,8 @@ from __future__ import annotations
 from typer.testing import CliRunner
 
 from statechan.checker import Bounds, check
+from statechan.checker.swarm import NOT_PROVEN, swarm
 from statechan.cli import app
-from statechan.search.swarm import NOT_PROVEN, swarm
 
 runner = CliRunner()
 FAULTS = Bounds(crashes=1, restarts=1)

@@ -6,7 +6,7 @@ verdicts and coverage, never the successor states; the merge answers with the st
 parent and position) and where each goes next. A kept state stays in the worker that made it —
 unless that worker holds more than its share of the next level, when it writes the excess to a
 file the lighter worker reads (states pickled, in chunks, as the levels on disk are). So a state is
-pickled only to even the load, and the search is the one :func:`~statechan.search.compact.search`
+pickled only to even the load, and the search is the one :func:`~statechan.checker.compact.search`
 makes in one process: the same states, in the same order, with the same verdict and counterexample.
 
 The visited set (64-bit keys) and the parent links stay in this process: at 16 to 40 bytes a
@@ -25,9 +25,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from statechan.search.compact import Source
-from statechan.search.frontier import LevelFile
-from statechan.search.table import FingerprintTable, key64
+from statechan.checker.frontier import LevelFile, Source
+from statechan.checker.table import FingerprintTable, key64
 
 if TYPE_CHECKING:
     from statechan.checker import _Expander, _Expansion, _Step

@@ -53,7 +53,7 @@ from statechan.stores.metadata import NodeEvent, SessionEvent
 from statechan.vacuity import FORCED, Unreached, demanded_flows, undeclared_flows, unreached_flows
 
 if TYPE_CHECKING:
-    from statechan.search.compact import LevelReport
+    from statechan.checker.compact import LevelReport
 
 __all__ = [
     "ADMIN_KINDS",
@@ -261,7 +261,7 @@ class CheckResult:
     def collision_probability(self) -> float:
         """The chance that two of the distinct states shared a 64-bit fingerprint (TLC's estimate:
         n(n-1)/2 pairs at 2⁻⁶⁴), so that the search merged them and missed what one leads to."""
-        from statechan.search.table import collision_probability
+        from statechan.checker.table import collision_probability
 
         return collision_probability(self.states)
 
@@ -488,7 +488,7 @@ def check(
     result.engine = engine
     expander = _expander(bounds, store, variant, symmetry, ids, keep_graph, verify_fingerprints, por)
     if engine is Engine.compact:
-        from statechan.search.compact import search
+        from statechan.checker.compact import search
 
         search(
             result,
@@ -712,7 +712,7 @@ def _after_search(
     spill_dir: Path | None,
 ) -> CheckResult:
     """The vacuity guard and the measured reductions, after either search."""
-    from statechan.search.compact import peak_resident_mb
+    from statechan.checker.compact import peak_resident_mb
 
     result.peak_memory_mb = peak_resident_mb()
     if vacuity and result.ok and result.complete:

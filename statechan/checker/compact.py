@@ -4,13 +4,13 @@ What the in-memory search keeps as Python objects per state (a node with its par
 depth and successors; a dict from fingerprint to node), this search keeps in flat arrays:
 
 - the visited set: 64-bit fingerprints (the state's key — fingerprint and budgets left — folded
-  by :func:`~statechan.search.table.key64`) in an open-addressing table, 16 bytes a slot;
+  by :func:`~statechan.checker.table.key64`) in an open-addressing table, 16 bytes a slot;
 - for each state, by its index (the order the search found it): its parent's index, the
   position of the step that found it in the parent's expansion, and three flags (settled,
   expanded, timers cut) — 13 bytes;
 - the transitions, as each state's first edge and the successors' indices (4 bytes an edge), for
   the liveness check ("every state can settle") after the search;
-- each breadth-first level's states on disk (:class:`~statechan.search.frontier.LevelFile`),
+- each breadth-first level's states on disk (:class:`~statechan.checker.frontier.LevelFile`),
   read back a chunk at a time when the level is expanded.
 
 A counterexample is rebuilt by stepping again from the initial state along the recorded
@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from statechan.checker.frontier import LevelFile, Source
+from statechan.checker.table import FingerprintTable, key64
 from statechan.cluster.actions import Action
 from statechan.cluster.state import ClusterState
 from statechan.observation import Observation
-from statechan.search.frontier import LevelFile
-from statechan.search.table import FingerprintTable, key64
 
 if TYPE_CHECKING:
     from statechan.checker import CheckResult, Progress, Visitor, _Expander, _Expansion, _Step
@@ -127,12 +127,11 @@ def search(
 ) -> None:
     """Explore ``expander``'s bounded space breadth first into ``result`` (counts, coverage,
     verdict, counterexample, liveness), keeping only fingerprints and flat arrays in memory, and
-    each level's states past the first ``keep`` (:data:`~statechan.search.frontier.KEEP`) on disk.
+    each level's states past the first ``keep`` (:data:`~statechan.checker.frontier.KEEP`) on disk.
     With ``workers`` > 1 the states are expanded in that many processes
-    (:class:`~statechan.search.parallel.Workers`) and merged here in the order one process takes them."""
-    from statechan.checker import FingerprintCollision, _counted, resident_mb, settled
+    (:class:`~statechan.checker.parallel.Workers`) and merged here in the order one process takes them."""
+    from statechan.checker import FingerprintCollision, _counted, frontier, resident_mb, settled
     from statechan.invariants.catalogue import check as check_invariants
-    from statechan.search import frontier
 
     keep = frontier.KEEP if keep is None else keep
     bounds = expander.bounds
@@ -228,7 +227,7 @@ def search(
             raise _Stop
 
         if workers > 1:
-            from statechan.search.parallel import Workers
+            from statechan.checker.parallel import Workers
 
             source: Source = Workers(expander, workers, folder, keep)
         else:
@@ -328,41 +327,6 @@ def search(
             first_edge.append(len(edges))
         _liveness(result, flags, first_edge, edges, rebuild, expander)
     result.peak_memory_mb = peak_resident_mb()
-
-
-class Source:
-    """Where a level's expansions come from, in the order of the states' indices, and where the
-    new states the merge keeps go (for the next level)."""
-
-    merges_reduction = False
-    """Whether the merge applies the partial-order reduction's cycle proviso (workers cannot)."""
-    disk_peak = 0
-    """The most bytes its level files held at once."""
-
-    @property
-    def queued(self) -> int:
-        """States queued for the next level (after :meth:`end_level`)."""
-        raise NotImplementedError
-
-    @property
-    def waiting(self) -> int:
-        """States queued and not yet expanded (for progress reports)."""
-        raise NotImplementedError
-
-    def start(self, item: tuple[Any, ...]) -> None:
-        raise NotImplementedError
-
-    def level(self, depth: int) -> Iterator[tuple[int, _Expansion]]:
-        raise NotImplementedError
-
-    def keep(self, index: int, step: _Step, target: int) -> None:
-        raise NotImplementedError
-
-    def end_level(self) -> None:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        raise NotImplementedError
 
 
 class Local(Source):

@@ -12,7 +12,10 @@ import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from statechan.checker import _Expansion, _Step
 
 CHUNK = 256
 """States pickled together: states of one level share records, which one pickle writes once."""
@@ -103,3 +106,38 @@ class LevelFile:
         self._out.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
+
+
+class Source:
+    """Where a level's expansions come from, in the order of the states' indices, and where the
+    new states the merge keeps go (for the next level)."""
+
+    merges_reduction = False
+    """Whether the merge applies the partial-order reduction's cycle proviso (workers cannot)."""
+    disk_peak = 0
+    """The most bytes its level files held at once."""
+
+    @property
+    def queued(self) -> int:
+        """States queued for the next level (after :meth:`end_level`)."""
+        raise NotImplementedError
+
+    @property
+    def waiting(self) -> int:
+        """States queued and not yet expanded (for progress reports)."""
+        raise NotImplementedError
+
+    def start(self, item: tuple[Any, ...]) -> None:
+        raise NotImplementedError
+
+    def level(self, depth: int) -> Iterator[tuple[int, _Expansion]]:
+        raise NotImplementedError
+
+    def keep(self, index: int, step: _Step, target: int) -> None:
+        raise NotImplementedError
+
+    def end_level(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError

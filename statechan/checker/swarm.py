@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from statechan.bounds import Bounds
+from statechan.checker.table import FingerprintTable, key64
 from statechan.cluster.actions import Action
 from statechan.cluster.config import StoreKind, Variant
 from statechan.observation import Observation
-from statechan.search.table import FingerprintTable, key64
 
 if TYPE_CHECKING:
     from statechan.checker import _Expander
