@@ -227,6 +227,11 @@ def test_a_child_write_that_loses_its_compare_and_set_does_not_fail_the_split() 
 
 
 # -- 10. doCleanup reads the channel owner first, for a graceful clean-up too ------------------------
+@pytest.mark.xfail(
+    strict=True,
+    reason="docs/fidelity.md entry 10: reopened, as closing it makes the bench's ci run of the current protocol "
+    "break departure-complete (a shutdown with no leader elected leaves its bundles to the next leader)",
+)
 @pytest.mark.parametrize("store", STORES)
 def test_a_graceful_clean_up_with_no_channel_owner_is_skipped(store: StoreKind) -> None:
     """``ServiceUnitStateChannelImpl.doCleanup``: ``getChannelOwnerAsync`` empty → the clean-up
