@@ -146,6 +146,7 @@ HUNTS: tuple[Hunt, ...] = (
         "a shutdown with no broker to take over writes nothing",
         SystemTopicBench,
         ("departure-complete", "orphan-cleaned"),
+        brokers=2,
     ),
     Hunt("25132", "a stale Unstable state stops the clean-up", SystemTopicBench, ("orphan-cleaned",)),
     Hunt("22899", "a cold registry cache defers a lookup of a live owner", SystemTopicBench, ("lookup-not-stranded",)),
