@@ -50,7 +50,8 @@ def assign(c: Cluster, key: str, via: str = B1) -> str:
     owner = c.brokers[via].value(key)
     assert owner is not None
     assert owner.state is S.Owned
-    return owner.dst_broker or ""
+    assert owner.dst_broker is not None
+    return owner.dst_broker
 
 
 def no_violations(c: Cluster) -> None:

@@ -11,28 +11,13 @@ from statechan.cluster.config import Variant
 from statechan.cluster.protocol import Tx
 from statechan.cluster.state import Rec, TaskKind, broker_id
 from statechan.invariants.catalogue import check
+from tests.test_channel_scenarios import B1, B2, B3, STORES, assign, key0
 
 S = ServiceUnitState
-B1, B2, B3 = "broker-1:8080", "broker-2:8080", "broker-3:8080"
-STORES = [StoreKind.system_topic, StoreKind.metadata_store]
 
 
 def cluster(store: StoreKind, variant: Variant | None = None, brokers: int = 3) -> Cluster:
     return Cluster(SimConfig(brokers=brokers, store=store, variant=variant or Variant()))
-
-
-def key0(c: Cluster) -> str:
-    return sorted(c.live_bundle_keys())[0]
-
-
-def assign(c: Cluster, key: str, via: str = B1) -> str:
-    c.step(Lookup(via, key))
-    c.drain()
-    data = c.brokers[via].value(key)
-    assert data is not None
-    assert data.state is S.Owned
-    assert data.dst_broker is not None
-    return data.dst_broker
 
 
 def lose_session(c: Cluster, broker: str) -> None:
