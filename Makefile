@@ -25,9 +25,10 @@ chromium:
 demo: $(STAMP) java
 	$(PY) -m statechan demo
 
-# --dist loadgroup: the page tests share one browser (their xdist_group), the rest spread as usual
+# --dist loadgroup: the page tests share one browser (their xdist_group), the rest spread as usual;
+# --durations: the slowest tests, to keep the whole run within its 15 minutes
 test: $(STAMP) java zookeeper chromium
-	$(PY) -m pytest -q -n auto --dist loadgroup
+	$(PY) -m pytest -q -n auto --dist loadgroup --durations=25
 	$(PY) -m mypy
 	$(PY) -m ruff check statechan tests properties conftest.py
 	$(PY) -m statechan graph --check-docs docs

@@ -16,7 +16,7 @@ LIBRARY = Path(__file__).resolve().parent.parent / "statechan"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("core", ("statechan.states", "statechan.values", "statechan.model", "statechan.resolver", "statechan.keys")),
-    ("packaging", ("statechan.extras", "statechan.kernel")),
+    ("packaging", ("statechan.extras", "statechan.kernel", "statechan.collector")),
     ("clock", ("statechan.clock",)),
     ("derived views of the core", ("statechan.graph",)),
     ("stores", ("statechan.stores",)),

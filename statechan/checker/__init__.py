@@ -46,6 +46,7 @@ from statechan.cluster.state import (
     broker_id,
     broker_name,
 )
+from statechan.collector import fewer
 from statechan.model import load_model
 from statechan.observation import Observation
 from statechan.states import IN_FLIGHT, ServiceUnitState
@@ -393,9 +394,6 @@ _Item = tuple[ClusterState, Counter[str], "Observation | None"]
 _Queued = tuple[int, ClusterState, Counter[str], "Observation | None"]
 """A queued state: its node id and its :data:`_Item`."""
 
-GC_YOUNGEST = 50_000
-"""Allocations between two runs of the cycle collector's youngest generation during a search."""
-
 
 BEFORE_SEARCH = "model's own checks, before searching"
 """What stopped a search the model's structural checks or missing flows kept from starting."""
@@ -595,12 +593,7 @@ def _search_in_memory(
         finish()
         return
 
-    # a search makes many small containers that live until their state is expanded, and none of
-    # them in a cycle: the cycle collector's youngest generation, run every 700 allocations by
-    # default, would find nothing to free; the search runs it less often, and puts the caller's
-    # setting back (workers inherit it)
-    collector = gc.get_threshold()
-    gc.set_threshold(max(collector[0], GC_YOUNGEST), *collector[1:])
+    collector = fewer()  # statechan.collector: put back when the search ends (workers inherit it)
     pool = _Pool(workers, bounds, store, variant, symmetry, ids, keep_graph, False, por) if workers > 1 else None
     try:
 

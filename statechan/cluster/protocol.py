@@ -213,6 +213,28 @@ class Tx:
     makes the drafts the next state's records. Brokers are ids; a test may drive a handler directly
     (:func:`operate`), as Pulsar's channel tests call the channel's methods."""
 
+    __slots__ = (
+        "_clients",
+        "_cold",
+        "_drafts",
+        "_store",
+        "_syncer",
+        "_syncer_parts",
+        "_timers",
+        "_topic",
+        "_views",
+        "brokers",
+        "choose",
+        "ops",
+        "out",
+        "p",
+        "placer",
+        "recording",
+        "s",
+        "trace",
+        "variant",
+    )
+
     def __init__(
         self, state: ClusterState, p: Setup, choose: Choose, trace: bool, placer: Placer | None = None
     ) -> None:
@@ -1616,8 +1638,19 @@ class Tx:
         tombstone_after = cfg.tombstone_delay_s * 1000
         # each item is judged alone, so the view is read in any order and only what is acted on is
         # put in the order the view took it (Pulsar iterates its map in that order)
+        owned = S.Owned
+        # an Owned record whose owner is registered can only be an old one to tombstone (#21721's
+        # variant): most of the view, so it is judged first and alone
+        owned_settled = owned not in in_flight and owned in active_states
         for key, (seq, data) in self.brokers[i].view.items.items():
             state = data.state
+            if state is owned and owned_settled:
+                dst = data.dst_broker
+                if dst is not None and dst not in active:
+                    inactive.add(dst)
+                elif dst is not None and tombstones_active and now - data.timestamp > tombstone_after:
+                    tombstones.append((seq, key))
+                continue
             if state is S.Owned and (data.dst_broker is None or data.dst_broker not in active):
                 if data.dst_broker is not None:
                     inactive.add(data.dst_broker)
@@ -2196,24 +2229,25 @@ def _track(tx: Tx) -> None:
     leader (the liveness bounds count from there: nobody cleans up without a leader), and since
     when work has waited (the timely-delivery bound)."""
     s = tx.s
-    s.brokers = tuple(tx.brokers)
     if tx._timers is not None:
         s.timers = tuple(tx._timers)
-    elected = s.leader
-    broker = s.brokers[elected[0]] if elected is not None and not elected[1] else None
-    acting = (
-        broker is not None
-        and broker.alive
-        and broker.channel is ChannelState.Started
-        and broker.client.connected
-        and broker.is_leader
-    )
-    if not acting:
-        s.leader_since = None
-        s.leader_for = None
-    elif s.leader_for != elected[0]:  # type: ignore[index]
-        s.leader_since = tx.now
-        s.leader_for = elected[0]  # type: ignore[index]
+    if tx._drafts or tx._store is not None:  # else neither the election nor any broker changed
+        s.brokers = tuple(tx.brokers)
+        elected = s.leader
+        broker = s.brokers[elected[0]] if elected is not None and not elected[1] else None
+        acting = (
+            broker is not None
+            and broker.alive
+            and broker.channel is ChannelState.Started
+            and broker.client.connected
+            and broker.is_leader
+        )
+        if not acting:
+            s.leader_since = None
+            s.leader_for = None
+        elif s.leader_for != elected[0]:  # type: ignore[index]
+            s.leader_since = tx.now
+            s.leader_for = elected[0]  # type: ignore[index]
     if tx.p.config.timely_delivery_ms is not None:
         if quiescent(s, tx.p):
             s.work_since = None
@@ -2248,16 +2282,16 @@ def _quiescent(state: ClusterState, p: Setup) -> bool:
 def work(state: ClusterState, p: Setup) -> Iterator[Action]:
     """The deliveries, notifications, tasks and syncer steps waiting, in broker order."""
     topic = state.topic
+    made = p.per_broker
     for broker in state.brokers:
         if broker.alive:
-            name = broker_name(broker.id)
             position = broker.view.position
             if position is not None and topic.next_for(position) is not None:
-                yield Deliver(name)
+                yield made[Deliver][broker.id]
             if broker.client.queue:
-                yield Notify(name)
+                yield made[Notify][broker.id]
             if broker.tasks:
-                yield RunTask(name)
+                yield made[RunTask][broker.id]
     syncer = state.syncer
     if syncer is not None:
         if _reader_has_next(state, syncer.topic_view):

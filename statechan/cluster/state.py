@@ -1179,16 +1179,18 @@ class ClusterState(_Cached):
         "work_since",
     )
 
-    def __init__(self, now: int, topic: Topic, bundles: Bundles) -> None:
+    def __init__(
+        self, now: int, topic: Topic, bundles: Bundles, store: Store | None = None, cold: Cold | None = None
+    ) -> None:
         super().__init__()
         self.now = now
         self.topic = topic
-        self.store = Store()
+        self.store = Store() if store is None else store
         self.brokers: tuple[Broker, ...] = ()
         self.timers: tuple[Timer, ...] = ()
         """The live timers, in firing order (due time, then the order scheduled)."""
         self.seq = 0
-        self.cold = Cold(bundles)
+        self.cold = Cold(bundles) if cold is None else cold
         self.dead_clients: Mapping[Owner, Client] = {}
         """Crashed incarnations' clients, whose sessions live until ZooKeeper expires them."""
         self.leader_since: int | None = None
@@ -1201,14 +1203,12 @@ class ClusterState(_Cached):
     # -- reading --------------------------------------------------------------------------------------
     def thaw(self) -> ClusterState:
         """A draft of the record: a shallow copy a step may change (its caches empty)."""
-        copy = ClusterState(self.now, self.topic, self.cold.bundles)
+        copy = ClusterState(self.now, self.topic, self.cold.bundles, self.store, self.cold)
         copy.brokers = self.brokers
-        copy.cold = self.cold
         copy.dead_clients = self.dead_clients
         copy.leader_for = self.leader_for
         copy.leader_since = self.leader_since
         copy.seq = self.seq
-        copy.store = self.store
         copy.syncer = self.syncer
         copy.timers = self.timers
         copy.work_since = self.work_since
