@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from statechan.invariants.catalogue import (
     CATALOGUE,
+    COLUMN_SHORTCUTS,
     HistoryRecord,
     HistoryStream,
     history_folds,
@@ -47,9 +48,11 @@ from statechan.invariants.replay import (
     IN_FLIGHT_TIMEOUT_MS,
     TOMBSTONE_TIMEOUT_MS,
     ColumnResolver,
+    Dispatch,
     NamespaceReplay,
     Registry,
     ReplaySettings,
+    StepColumns,
     TraceReplay,
     Value,
     _new,
@@ -355,6 +358,8 @@ class Fold:
         """What each key holds (:meth:`ColumnResolver.number`, -1: nothing) and its version, by key number."""
         self.in_step = True
         """Whether :attr:`held_value` is the replay's (no batch has been replayed row by row)."""
+        self.shortcuts = [(c, COLUMN_SHORTCUTS[c]) for c, _ in self.replay.checks.steps if c in COLUMN_SHORTCUTS]
+        """The step checks to run with their column shortcuts, the records each cannot fire on left out."""
 
     def _record(self, found: Iterable[Any]) -> None:
         for v in found:
@@ -373,7 +378,7 @@ class Fold:
                 batch = batch.filter(_share_mask(batch, *self.share, self.shares_known))
             self.rows(zip(*arrow_columns(batch, CHANNEL_COLUMNS, self.words), strict=True))
             return
-        keys, offsets, times, values, runs, decided = clean
+        keys, offsets, times, values, runs, decided, dispatch = clean
         record = self._record
         for replay, lo, hi in runs:
             found = replay.offer_run(
@@ -383,6 +388,7 @@ class Fold:
                 values[lo:hi],
                 None,
                 None if decided is None else decided[lo:hi],
+                None if dispatch is None else dispatch[lo:hi],
             )
             if found:
                 record(found)
@@ -398,6 +404,7 @@ class Fold:
             list[Value | None],
             list[tuple[NamespaceReplay, int, int]],
             list[Reason] | None,
+            list[Dispatch] | None,
         ]
         | None
     ):
@@ -412,7 +419,7 @@ class Fold:
         import pyarrow.compute as pc
 
         if not batch.num_rows:
-            return [], [], [], [], [], None
+            return [], [], [], [], [], None, None
         offset_column, time_column = batch.column("offset"), batch.column("time")
         if batch.column("key").null_count or offset_column.null_count or time_column.null_count:
             return None
@@ -437,7 +444,7 @@ class Fold:
         if mine is not None:
             order = mine[order]
             if not len(order):  # every row another share's
-                return [], [], [], [], [], None
+                return [], [], [], [], [], None, None
         grouped = of_row[order]
         starts = [0, *(np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist(), len(grouped)]
         replays = self.replays
@@ -448,8 +455,30 @@ class Fold:
         values, numbers, version_array = made
         key_ids = ids[indices[order]]
         decided = self._decided(key_ids, numbers, version_array)
+        offsets = offsets[order]
+        dispatch = None if decided is None else self._dispatch(numbers, offsets)
         keys = self.key_names[key_ids].tolist()  # no null key: checked above
-        return keys, offsets[order].tolist(), times[order].tolist(), values, runs, decided
+        return keys, offsets.tolist(), times[order].tolist(), values, runs, decided, dispatch
+
+    def _dispatch(self, numbers: Any, offsets: Any) -> list[Dispatch] | None:
+        """Each row's step dispatch without the checks whose column shortcut shows it cannot fire
+        them (:data:`statechan.invariants.catalogue.COLUMN_SHORTCUTS`), after :meth:`_decided`."""
+        import numpy as np
+
+        if not self.shortcuts:
+            return None
+        columns = StepColumns(numbers, self.resolver.met, offsets, self.resolver.values, self.replay.registry)
+        bits = np.zeros(len(numbers), dtype=np.int64)
+        for place, (_, shortcut) in enumerate(self.shortcuts):
+            bits |= shortcut(columns).astype(np.int64) << place
+        plan = self.replay.plan
+        tables = np.empty(1 << len(self.shortcuts), dtype=object)
+        for mask in range(len(tables)):
+            tables[mask] = plan.steps_without(
+                frozenset(c for place, (c, _) in enumerate(self.shortcuts) if mask >> place & 1)
+            )
+        dispatch: list[Dispatch] = tables[bits].tolist()
+        return dispatch
 
     def _key_ids(self, dictionary: Any, indices: Any) -> Any | None:
         """Each key of a batch's dictionary: its number in :attr:`key_names` (-1: a key no row of

@@ -7,7 +7,19 @@ import random
 import numpy as np
 import pytest
 
-from statechan.invariants.replay import ColumnResolver, Value, version_cases
+from statechan.invariants.catalogue import owner_registered, owner_registered_quiet
+from statechan.invariants.replay import (
+    ColumnResolver,
+    Held,
+    Namespace,
+    Registry,
+    ReplaySettings,
+    Step,
+    StepColumns,
+    Value,
+    version_cases,
+)
+from statechan.keys import parse_key
 from statechan.resolver import Reason, decide, offers, rules_for
 from statechan.states import ServiceUnitState, StorageType
 from statechan.values import LONG_MAX, LONG_MIN
@@ -124,3 +136,56 @@ def test_an_unsettled_batch_is_left_to_the_replay() -> None:
     assert [resolver.reasons[i].value for i in settled.tolist()] == ["accepted", "stale-version", "accepted"]
     assert held_value.tolist() == [owned]
     assert held_version.tolist() == [2]
+
+
+def _registry(rng: random.Random) -> Registry:
+    events = []
+    for broker in ("b1", "b2", "b3"):
+        registered = rng.random() < 0.5
+        for offset in sorted(rng.sample(range(0, 400), 6)):
+            events.append((offset, offset * 10, broker, registered))
+            registered = not registered
+    return Registry(events)
+
+
+def test_registered_many_is_registered_at() -> None:
+    rng = random.Random(7)
+    registry = _registry(rng)
+    brokers = list(BROKERS)
+    broker = np.array([rng.randrange(len(brokers)) for _ in range(2000)], dtype=np.int64)
+    offsets = np.array([rng.randrange(-5, 420) for _ in range(2000)], dtype=np.int64)
+    many = registry.registered_many(brokers, broker, offsets).tolist()
+    assert many == [
+        registry.registered_at(brokers[b], o) for b, o in zip(broker.tolist(), offsets.tolist(), strict=True)
+    ]
+    assert set(many) == {True, False}
+
+
+def test_owner_registered_shortcut_never_hides_a_violation() -> None:
+    """Every record the column shortcut leaves out is one the check itself passes; the others
+    include records it fails (so the comparison can fail)."""
+    rng = random.Random(11)
+    registry = _registry(rng)
+    resolver = ColumnResolver(rules_for(StorageType.SystemTopic))
+    for _ in range(60):
+        state = rng.choice(list(ServiceUnitState))
+        resolver.number((state, rng.choice(BROKERS), rng.choice(BROKERS), False))
+    count = len(resolver.values)
+    value = np.array([rng.randrange(-1, count) for _ in range(3000)], dtype=np.int64)
+    held = np.array([rng.randrange(-1, count) for _ in range(3000)], dtype=np.int64)
+    offsets = np.array([rng.randrange(0, 420) for _ in range(3000)], dtype=np.int64)
+    quiet = owner_registered_quiet(StepColumns(value, held, offsets, resolver.values, registry)).tolist()
+    ns = Namespace("t/n", ReplaySettings(), registry, frozenset(), frozenset())
+    bundle = parse_key("t/n/0x00000000_0xffffffff")
+    fired = []
+    for v, h, offset, left_out in zip(value.tolist(), held.tolist(), offsets.tolist(), quiet, strict=True):
+        prev = None if h < 0 else Held(resolver.values[h], 0, 0)
+        new = None if v < 0 else resolver.values[v]
+        shown = owner_registered(Step(bundle.key, bundle, offset, 0, prev, new, Reason.ACCEPTED), ns)
+        if left_out:
+            assert shown == [], (v, h, offset)
+        fired.append(bool(shown))
+    assert any(fired)
+    assert not all(quiet)
+    empty = Registry()
+    assert all(owner_registered_quiet(StepColumns(value, held, offsets, resolver.values, empty)).tolist())

@@ -163,6 +163,22 @@ class Registry:
         self._answered[name] = (after, offsets[i] if i < len(offsets) else _NEVER, registered)
         return registered
 
+    def registered_many(self, brokers: Sequence[str | None], broker: Any, offsets: Any) -> Any:
+        """:meth:`registered_at` for many records at once: ``broker`` (an int array) names each
+        record's broker by its place in ``brokers``, ``offsets`` (int64) its offset; a bool array."""
+        import numpy as np
+
+        registered = np.zeros(len(offsets), dtype=bool)
+        for code in np.unique(broker).tolist():
+            history = self._offsets.get(brokers[code] or "")
+            if history is None:
+                continue
+            rows = np.flatnonzero(broker == code)
+            states = np.array(self._states[brokers[code] or ""], dtype=bool)
+            i = np.searchsorted(np.array(history, dtype=np.int64), offsets[rows], side="left")
+            registered[rows] = np.where(i > 0, states[np.maximum(i - 1, 0)], not states[0])
+        return registered
+
     def registers_again(self, broker: str, after_offset: int, until: int) -> bool:
         """Whether ``broker`` registers again after the event at ``after_offset``, by time ``until``
         (the same millisecond counts: a session re-established at once)."""
@@ -311,6 +327,33 @@ class ReplayPlan:
             s: min((after[c] for c in chosen), default=-1) for s, chosen in self.dwells.items()
         }
         """For each held state, the longest dwell none of its checks fires on."""
+        self._without: dict[frozenset[StepCheck], Dispatch] = {frozenset(): self.steps}
+
+    def steps_without(self, quiet: frozenset[StepCheck]) -> Dispatch:
+        """The step dispatch without the checks of ``quiet`` (for records shown not to fire them)."""
+        found = self._without.get(quiet)
+        if found is None:
+            kept = [(c, looks) for c, looks in self.checks.steps if c not in quiet]
+            model = load_model(self.settings.model)
+            found = self._without[quiet] = _dispatch(kept, model.states, model.active, model.in_flight)
+        return found
+
+
+class StepColumns(NamedTuple):
+    """A batch's records as columns, for a step check's column shortcut (which records cannot fire
+    it, worked out by numpy): each record's value and the value its key held when it came, as
+    numbers into ``values`` (-1: a tombstone, nothing held), and its offset."""
+
+    value: Any
+    held: Any
+    offset: Any
+    values: Sequence[Value]
+    registry: Registry
+
+
+ColumnShortcut = Callable[[StepColumns], Any]
+"""For a step check, the records of a batch it cannot fire on (a bool array): the replay does not
+call it for them (a declared shortcut, like :data:`Looks`, tested against the check itself)."""
 
 
 class NamespaceReplay:
@@ -365,6 +408,7 @@ class NamespaceReplay:
         values: Sequence[ValueView | None],
         bundle: Bundle | None = None,
         decided: Sequence[Reason] | None = None,
+        dispatch: Sequence[Dispatch] | None = None,
     ) -> list[Violation]:
         """Replay a run of this namespace's channel records in offset order (the sequences side by
         side); returns the violations they show. The replay's one loop: :meth:`offer` is a run of
@@ -372,7 +416,8 @@ class NamespaceReplay:
         ``bundle``: the bundle of a run whose keys are all one key, if known (else parsed from the
         key on its first accepted record). ``decided``: the resolver's reason for each record, if
         already known (:class:`ColumnResolver`; the caller counts them): the run then only applies
-        the accepted ones."""
+        the accepted ones. ``dispatch``: each record's step dispatch, if some checks are known not
+        to fire on some records (:meth:`ReplayPlan.steps_without`)."""
         ns = self.state
         found: list[Violation] = []
         held_by_key, bundles, owned_at, deleted_at, active = ns.held, ns.bundles, ns.owned_at, ns.deleted_at, ns.active
@@ -380,7 +425,10 @@ class NamespaceReplay:
         steps, dwells, dwell_floor = self._steps, self._dwells, self._dwell_floor
         next_due = self._next_due
         given = itertools.repeat(None) if decided is None else decided
-        for key, offset, time, value, reason in zip(keys, offsets, times, values, given, strict=False):
+        row_steps = itertools.repeat(steps) if dispatch is None else dispatch
+        for key, offset, time, value, reason, chosen in zip(
+            keys, offsets, times, values, given, row_steps, strict=False
+        ):
             if time > next_due:  # the deadlines passed before this record, the namespace as it was then
                 found.extend(self._due(time))
                 next_due = self._next_due
@@ -403,7 +451,7 @@ class NamespaceReplay:
             if held is None and key not in bundles:
                 ns.add_bundle(key, bundle if bundle is not None else parse_key(key))
             state = None if value is None else value.state
-            step_checks = steps[held_state][state]
+            step_checks = chosen[held_state][state]
             if step_checks:
                 step = _new(Step, (key, bundles[key], offset, time, held, value, reason))
                 for step_check in step_checks:
@@ -462,6 +510,11 @@ class TraceReplay:
         self.namespaces: dict[str, NamespaceReplay] = {}
         self.namespaces_seen = 0
         self._plan = ReplayPlan(checks, self.settings, self.registry)
+
+    @property
+    def plan(self) -> ReplayPlan:
+        """What every namespace's replay derives from the checks, settings and registry."""
+        return self._plan
 
     def namespace_of(self, key: str) -> tuple[NamespaceReplay, Bundle]:
         """The replay of the key's namespace (begun if new) and the key's bundle."""
@@ -539,6 +592,9 @@ class ColumnResolver:
         self.reasons: list[Reason] = list(Reason)
         self._index = {r: i for i, r in enumerate(self.reasons)}
         self._accepting = [r.accepted for r in self.reasons]
+        self.met: Any = None
+        """After a batch has settled: what each of its records met (the number of the value its key
+        held when it came, -1: nothing), in the batch's order."""
 
     def number(self, fields: tuple[Any, ...] | None) -> int:
         """The number of a value's (state, dst, src, force), -1 for None (a tombstone: nothing held)."""
@@ -605,6 +661,8 @@ class ColumnResolver:
             if np.array_equal(now, accepted):
                 out = np.empty(n, dtype=np.int64)
                 out[order] = reasons
+                self.met = np.empty(n, dtype=np.int64)
+                self.met[order] = meets
                 end = np.empty(n, dtype=bool)  # each key's last record in the batch
                 end[-1] = True
                 end[:-1] = first[1:]
