@@ -56,6 +56,7 @@ from statechan.invariants.replay import (
     TraceReplay,
     Value,
     _new,
+    stable_order,
 )
 from statechan.keys import BadKeyError, Bundle, parse_key
 from statechan.model import DEFAULT_MODEL
@@ -440,7 +441,7 @@ class Fold:
         number = self.key_replay[ids]
         of_row = number[indices]
         mine = np.flatnonzero(of_row >= 0) if self.elsewhere else None
-        order = np.argsort(of_row if mine is None else of_row[mine], kind="stable")
+        order = stable_order(of_row if mine is None else of_row[mine])
         if mine is not None:
             order = mine[order]
             if not len(order):  # every row another share's
