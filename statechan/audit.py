@@ -537,6 +537,9 @@ class Fold:
         here; after a batch replayed row by row, it is read from the replay's."""
         import numpy as np
 
+        if versions.dtype.kind != "i":  # not a column of Java longs (a column of nulls only): row by row
+            self.in_step = False
+            return None
         resolver, held_value, held_version = self.resolver, self.held_value, self.held_version
         if not self.in_step:
             names, route = self.key_names, self.route
