@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from statechan.invariants.catalogue import (
     CATALOGUE,
+    COLUMN_SHORTCUTS,
     HistoryRecord,
     HistoryStream,
     history_folds,
@@ -46,16 +47,20 @@ from statechan.invariants.replay import (
     CLEANUP_TIMEOUT_MS,
     IN_FLIGHT_TIMEOUT_MS,
     TOMBSTONE_TIMEOUT_MS,
+    ColumnResolver,
+    Dispatch,
     NamespaceReplay,
     Registry,
     ReplaySettings,
+    StepColumns,
     TraceReplay,
     Value,
     _new,
+    stable_order,
 )
 from statechan.keys import BadKeyError, Bundle, parse_key
 from statechan.model import DEFAULT_MODEL
-from statechan.resolver import Reason
+from statechan.resolver import Reason, rules_for
 from statechan.states import ServiceUnitState, StorageType
 from statechan.traces import (
     PARQUET_BATCH_ROWS,
@@ -81,7 +86,7 @@ from statechan.traces import (
     trace_files,
     write_text_atomically,
 )
-from statechan.values import ServiceUnitStateData
+from statechan.values import LONG_MAX, LONG_MIN, ServiceUnitStateData
 
 SPARK_LOGGING = Path(__file__).with_name("spark-log4j2.properties")
 """Spark's logging when the auditor starts the JVM: warnings, less the host-name and native-Hadoop
@@ -317,6 +322,9 @@ class Fold:
         refused: Mapping[tuple[int, int], tuple[str, str]] | None = None,
         share: tuple[int, int] | None = None,
     ):
+        import numpy as np
+        import pyarrow as pa
+
         self.settings = settings
         self.refused = {_row_id(*place): found for place, found in refused.items()} if refused else None
         """Channel rows (by :func:`_row_id`) malformed for a field the replay does not read (a split
@@ -339,6 +347,20 @@ class Fold:
         """Each distinct string of the batches, one object (see :func:`arrow_columns`)."""
         self.values: dict[tuple[Any, ...], tuple[Any, ...] | None] = {}
         """Each (state, dst, src, force) seen: its fields validated, or None if it is not a value."""
+        self.resolver = ColumnResolver(rules_for(self.replay.settings.storage, self.replay.settings.model))
+        """The resolver's verdicts on a batch's records at once."""
+        self.key_names: Any = np.zeros(0, dtype=object)
+        """Each key met in a batch, by its number (:meth:`_key_ids`)."""
+        self.key_set: Any = pa.array([], type=pa.string())
+        self.key_replay: Any = np.zeros(0, dtype=np.int64)
+        """Each key's namespace replay (its place in :attr:`replays`), -1 for another share's."""
+        self.held_value: Any = np.zeros(0, dtype=np.int64)
+        self.held_version: Any = np.zeros(0, dtype=np.int64)
+        """What each key holds (:meth:`ColumnResolver.number`, -1: nothing) and its version, by key number."""
+        self.in_step = True
+        """Whether :attr:`held_value` is the replay's (no batch has been replayed row by row)."""
+        self.shortcuts = [(c, COLUMN_SHORTCUTS[c]) for c, _ in self.replay.checks.steps if c in COLUMN_SHORTCUTS]
+        """The step checks to run with their column shortcuts, the records each cannot fire on left out."""
 
     def _record(self, found: Iterable[Any]) -> None:
         for v in found:
@@ -357,28 +379,48 @@ class Fold:
                 batch = batch.filter(_share_mask(batch, *self.share, self.shares_known))
             self.rows(zip(*arrow_columns(batch, CHANNEL_COLUMNS, self.words), strict=True))
             return
-        keys, offsets, times, values, runs = clean
+        keys, offsets, times, values, runs, decided, dispatch = clean
         record = self._record
         for replay, lo, hi in runs:
-            found = replay.offer_run(keys[lo:hi], offsets[lo:hi], times[lo:hi], values[lo:hi])
+            found = replay.offer_run(
+                keys[lo:hi],
+                offsets[lo:hi],
+                times[lo:hi],
+                values[lo:hi],
+                None,
+                None if decided is None else decided[lo:hi],
+                None if dispatch is None else dispatch[lo:hi],
+            )
             if found:
                 record(found)
         self.partial.channel += len(keys)
 
     def _columns(
         self, batch: Any
-    ) -> tuple[list[str], list[int], list[int], list[Value | None], list[tuple[NamespaceReplay, int, int]]] | None:
+    ) -> (
+        tuple[
+            list[str],
+            list[int],
+            list[int],
+            list[Value | None],
+            list[tuple[NamespaceReplay, int, int]],
+            list[Reason] | None,
+            list[Dispatch] | None,
+        ]
+        | None
+    ):
         """The batch's keys, offsets, times and values as Python lists, its rows (of this share)
         grouped by namespace (stably: each namespace's in the batch's order; namespaces are
         independent), with the runs of rows of each namespace (its replay, first row, row after the
-        last); or None if a row of the batch is not a record the replay can take as it is. The
+        last) and the resolver's reason for each row (:meth:`_decided`; None: left to the replay,
+        row by row); or None if a row of the batch is not a record the replay can take as it is. The
         checks, the grouping and the gathering are numpy's, on the batch's own buffers."""
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
 
         if not batch.num_rows:
-            return [], [], [], [], []
+            return [], [], [], [], [], None, None
         offset_column, time_column = batch.column("offset"), batch.column("time")
         if batch.column("key").null_count or offset_column.null_count or time_column.null_count:
             return None
@@ -393,17 +435,72 @@ class Fold:
             return None
         encoded = batch.column("key").dictionary_encode()  # a dictionary column as it is
         indices = encoded.indices.to_numpy(zero_copy_only=False)
-        words = self.words
-        distinct = [words.setdefault(w, w) for w in encoded.dictionary.to_pylist()]
-        used = np.unique(indices).tolist()  # a dictionary read from Parquet may hold keys of other rows
+        ids = self._key_ids(encoded.dictionary, indices)
+        if ids is None:
+            return None
+        number = self.key_replay[ids]
+        of_row = number[indices]
+        mine = np.flatnonzero(of_row >= 0) if self.elsewhere else None
+        order = stable_order(of_row if mine is None else of_row[mine])
+        if mine is not None:
+            order = mine[order]
+            if not len(order):  # every row another share's
+                return [], [], [], [], [], None, None
+        grouped = of_row[order]
+        starts = [0, *(np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist(), len(grouped)]
+        replays = self.replays
+        runs = [(replays[int(grouped[lo])], lo, hi) for lo, hi in itertools.pairwise(starts)]
+        made = self._values(batch, has_value.to_numpy(zero_copy_only=False), versions, order)
+        if made is None:
+            return None
+        values, numbers, version_array = made
+        key_ids = ids[indices[order]]
+        decided = self._decided(key_ids, numbers, version_array)
+        offsets = offsets[order]
+        dispatch = None if decided is None else self._dispatch(numbers, offsets)
+        keys = self.key_names[key_ids].tolist()  # no null key: checked above
+        return keys, offsets.tolist(), times[order].tolist(), values, runs, decided, dispatch
+
+    def _dispatch(self, numbers: Any, offsets: Any) -> list[Dispatch] | None:
+        """Each row's step dispatch without the checks whose column shortcut shows it cannot fire
+        them (:data:`statechan.invariants.catalogue.COLUMN_SHORTCUTS`), after :meth:`_decided`."""
+        import numpy as np
+
+        if not self.shortcuts:
+            return None
+        columns = StepColumns(numbers, self.resolver.met, offsets, self.resolver.values, self.replay.registry)
+        bits = np.zeros(len(numbers), dtype=np.int64)
+        for place, (_, shortcut) in enumerate(self.shortcuts):
+            bits |= shortcut(columns).astype(np.int64) << place
+        plan = self.replay.plan
+        tables = np.empty(1 << len(self.shortcuts), dtype=object)
+        for mask in range(len(tables)):
+            tables[mask] = plan.steps_without(
+                frozenset(c for place, (c, _) in enumerate(self.shortcuts) if mask >> place & 1)
+            )
+        dispatch: list[Dispatch] = tables[bits].tolist()
+        return dispatch
+
+    def _key_ids(self, dictionary: Any, indices: Any) -> Any | None:
+        """Each key of a batch's dictionary: its number in :attr:`key_names` (-1: a key no row of
+        the batch has), each new key's namespace replay (or another share) worked out once; None if
+        a row's key is not a bundle key. Keys met before are found by Arrow, not by Python."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        ids = pc.fill_null(pc.index_in(dictionary, value_set=self.key_set), -1).to_numpy(zero_copy_only=False)
+        ids = ids.astype(np.int64)
+        used = np.zeros(len(ids), dtype=bool)
+        used[indices] = True
+        new = np.flatnonzero(used & (ids < 0))
+        if not len(new):
+            return ids
         route, numbers, namespace_of, elsewhere = self.route, self.numbers, self.replay.namespace_of, self.elsewhere
-        number = np.full(len(distinct), -1, dtype=np.int64)
-        for i in used:
-            key = distinct[i]
-            target = route.get(key)
-            if target is None:
-                if key in elsewhere:
-                    continue
+        names, replay_of = list(self.key_names), list(self.key_replay.tolist())
+        try:
+            for i, key in zip(new.tolist(), dictionary.take(pa.array(new)).to_pylist(), strict=True):
+                found = -1
                 if self.share is not None:
                     namespace = "/".join(key.split("/", 2)[:2])
                     share = self.shares_known.get(namespace)
@@ -411,36 +508,66 @@ class Fold:
                         share = self.shares_known[namespace] = _share_of(namespace, self.share[1])
                     if share != self.share[0]:
                         elsewhere.add(key)
-                        continue
-                if not _is_key(key):
-                    return None
-                target = route[key] = namespace_of(key)
-            replay = target[0]
-            found = numbers.get(replay.state.name)
-            if found is None:
-                found = numbers[replay.state.name] = len(self.replays)
-                self.replays.append(replay)
-            number[i] = found
-        of_row = number[indices]
-        mine = np.flatnonzero(of_row >= 0) if elsewhere else None
-        order = np.argsort(of_row if mine is None else of_row[mine], kind="stable")
-        if mine is not None:
-            order = mine[order]
-            if not len(order):  # every row another share's
-                return [], [], [], [], []
-        grouped = of_row[order]
-        starts = [0, *(np.flatnonzero(grouped[1:] != grouped[:-1]) + 1).tolist(), len(grouped)]
-        replays = self.replays
-        runs = [(replays[int(grouped[lo])], lo, hi) for lo, hi in itertools.pairwise(starts)]
-        values = self._values(batch, has_value.to_numpy(zero_copy_only=False), versions, order)
-        if values is None:
-            return None
-        keys = np.array(distinct, dtype=object)[indices[order]].tolist()  # no null key: checked above
-        return keys, offsets[order].tolist(), times[order].tolist(), values, runs
+                if key not in elsewhere:
+                    if not _is_key(key):
+                        return None
+                    target = route[key] = namespace_of(key)
+                    replay = target[0]
+                    found = numbers.get(replay.state.name, -1)
+                    if found < 0:
+                        found = numbers[replay.state.name] = len(self.replays)
+                        self.replays.append(replay)
+                ids[i] = len(names)
+                names.append(self.words.setdefault(key, key))
+                replay_of.append(found)
+        finally:  # the keys numbered so far stay numbered, a batch left to the rows or not
+            self.key_names = np.array([*names, ""], dtype=object)[:-1]
+            self.key_replay = np.array(replay_of, dtype=np.int64)
+            self.key_set = pa.array(names, type=pa.string())
+            grown = len(names) - len(self.held_value)
+            self.held_value = np.append(self.held_value, np.full(grown, -1, dtype=np.int64))
+            self.held_version = np.append(self.held_version, np.zeros(grown, dtype=np.int64))
+        return ids
 
-    def _values(self, batch: Any, has_value: Any, versions: Any, order: Any) -> list[Value | None] | None:
+    def _decided(self, key: Any, numbers: Any, versions: Any) -> list[Reason] | None:
+        """The resolver's reason for each row (``key``: its key's number, :meth:`_key_ids`;
+        ``numbers``: its value's :meth:`ColumnResolver.number`), counted into the replay's reasons;
+        None if the batch is left to the replay row by row (:meth:`ColumnResolver.solve`). What
+        each key holds is kept beside the replay's own, by key number, while every batch is solved
+        here; after a batch replayed row by row, it is read from the replay's."""
+        import numpy as np
+
+        if versions.dtype.kind != "i":  # not a column of Java longs (a column of nulls only): row by row
+            self.in_step = False
+            return None
+        resolver, held_value, held_version = self.resolver, self.held_value, self.held_version
+        if not self.in_step:
+            names, route = self.key_names, self.route
+            for i in np.unique(key).tolist():
+                name = names[i]
+                held = route[name][0].state.held.get(name)
+                held_value[i], held_version[i] = -1, 0
+                if held is not None:
+                    value = held.value
+                    if not LONG_MIN <= value.version_id <= LONG_MAX:
+                        return None
+                    held_value[i] = resolver.number((value.state, value.dst_broker, value.source_broker, value.force))
+                    held_version[i] = value.version_id
+        reasons = resolver.solve(key, numbers, versions, held_value, held_version)
+        if reasons is None:
+            self.in_step = False
+            return None
+        counts = np.bincount(reasons, minlength=len(resolver.reasons)).tolist()
+        self.replay.reasons.update({r: n for r, n in zip(resolver.reasons, counts, strict=True) if n})
+        decided: list[Reason] = np.array(resolver.reasons, dtype=object)[reasons].tolist()
+        return decided
+
+    def _values(
+        self, batch: Any, has_value: Any, versions: Any, order: Any
+    ) -> tuple[list[Value | None], Any, Any] | None:
         """The value of each row of ``order`` (None: a tombstone), each distinct (state, dst, src,
-        force) validated once; None if one of them is not a value. Each value is built from columns
+        force) validated once, with each row's value number (:meth:`ColumnResolver.number`) and
+        version as arrays; None if one of them is not a value. Each value is built from columns
         gathered by numpy and zipped in C: no Python statement runs per row."""
         import numpy as np
         import pyarrow.compute as pc
@@ -487,18 +614,28 @@ class Fold:
             column = np.empty(len(table), dtype=object)
             column[:] = [fields[place] for fields in table]
             columns.append(column[rows].tolist())
-        version_list = pc.fill_null(versions, 0).to_numpy(zero_copy_only=False)[order].tolist()
+        version_array = pc.fill_null(versions, 0).to_numpy(zero_copy_only=False)[order]
         made: list[Value | None] = list(
-            map(_new, itertools.repeat(Value), zip(*columns, version_list, itertools.repeat(()), strict=False))
+            map(
+                _new,
+                itertools.repeat(Value),
+                zip(*columns, version_array.tolist(), itertools.repeat(()), strict=False),
+            )
         )
         for i in np.flatnonzero(code == 0).tolist():
             made[i] = None
-        return made
+        number = self.resolver.number
+        numbers = np.array(
+            [number(None if each == 0 else fields) for each, fields in zip(distinct.tolist(), table, strict=True)],
+            dtype=np.int64,
+        )
+        return made, numbers[rows], version_array
 
     def rows(self, rows: Iterable[tuple[Any, ...]]) -> None:
         """Offer rows (tuples in :data:`CHANNEL_COLUMNS` order), each namespace's in offset order
         (namespaces may interleave), each checked on its own: a bad one is quarantined with why."""
         partial, route, record, refused = self.partial, self.route, self._record, self.refused
+        self.in_step = False
         channel = 0
         for row in rows:
             key, offset, when, has_value, state, dst, src, force, version, place = row

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import enum
+import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -27,10 +28,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from statechan.invariants.violation import Violation
 from statechan.keys import Bundle, parse_key
-from statechan.model import DEFAULT_MODEL, load_model
+from statechan.model import DEFAULT_MODEL, StorageRules, load_model
 from statechan.resolver import Reason, decide, rules_for
 from statechan.states import ServiceUnitState, StorageType
-from statechan.values import ServiceUnitStateData, ValueView, is_blank
+from statechan.values import LONG_MAX, LONG_MIN, ServiceUnitStateData, ValueView, is_blank
 
 IN_FLIGHT_TIMEOUT_MS = 90_000
 """Pulsar's 30 s in-flight wait plus its 60 s monitor period."""
@@ -162,6 +163,22 @@ class Registry:
         self._answered[name] = (after, offsets[i] if i < len(offsets) else _NEVER, registered)
         return registered
 
+    def registered_many(self, brokers: Sequence[str | None], broker: Any, offsets: Any) -> Any:
+        """:meth:`registered_at` for many records at once: ``broker`` (an int array) names each
+        record's broker by its place in ``brokers``, ``offsets`` (int64) its offset; a bool array."""
+        import numpy as np
+
+        registered = np.zeros(len(offsets), dtype=bool)
+        for code in np.unique(broker).tolist():
+            history = self._offsets.get(brokers[code] or "")
+            if history is None:
+                continue
+            rows = np.flatnonzero(broker == code)
+            states = np.array(self._states[brokers[code] or ""], dtype=bool)
+            i = np.searchsorted(np.array(history, dtype=np.int64), offsets[rows], side="left")
+            registered[rows] = np.where(i > 0, states[np.maximum(i - 1, 0)], not states[0])
+        return registered
+
     def registers_again(self, broker: str, after_offset: int, until: int) -> bool:
         """Whether ``broker`` registers again after the event at ``after_offset``, by time ``until``
         (the same millisecond counts: a session re-established at once)."""
@@ -285,6 +302,7 @@ class Namespace:
 _OWNED = ServiceUnitState.Owned
 _DELETED = ServiceUnitState.Deleted
 _new = tuple.__new__
+_ACCEPTING = frozenset(r for r in Reason if r.accepted)
 """Builds a NamedTuple from a tuple without the Python-level ``__new__``: the replay builds
 several per record, millions of times."""
 
@@ -309,6 +327,33 @@ class ReplayPlan:
             s: min((after[c] for c in chosen), default=-1) for s, chosen in self.dwells.items()
         }
         """For each held state, the longest dwell none of its checks fires on."""
+        self._without: dict[frozenset[StepCheck], Dispatch] = {frozenset(): self.steps}
+
+    def steps_without(self, quiet: frozenset[StepCheck]) -> Dispatch:
+        """The step dispatch without the checks of ``quiet`` (for records shown not to fire them)."""
+        found = self._without.get(quiet)
+        if found is None:
+            kept = [(c, looks) for c, looks in self.checks.steps if c not in quiet]
+            model = load_model(self.settings.model)
+            found = self._without[quiet] = _dispatch(kept, model.states, model.active, model.in_flight)
+        return found
+
+
+class StepColumns(NamedTuple):
+    """A batch's records as columns, for a step check's column shortcut (which records cannot fire
+    it, worked out by numpy): each record's value and the value its key held when it came, as
+    numbers into ``values`` (-1: a tombstone, nothing held), and its offset."""
+
+    value: Any
+    held: Any
+    offset: Any
+    values: Sequence[Value]
+    registry: Registry
+
+
+ColumnShortcut = Callable[[StepColumns], Any]
+"""For a step check, the records of a batch it cannot fire on (a bool array): the replay does not
+call it for them (a declared shortcut, like :data:`Looks`, tested against the check itself)."""
 
 
 class NamespaceReplay:
@@ -362,37 +407,51 @@ class NamespaceReplay:
         times: Sequence[int],
         values: Sequence[ValueView | None],
         bundle: Bundle | None = None,
+        decided: Sequence[Reason] | None = None,
+        dispatch: Sequence[Dispatch] | None = None,
     ) -> list[Violation]:
         """Replay a run of this namespace's channel records in offset order (the sequences side by
         side); returns the violations they show. The replay's one loop: :meth:`offer` is a run of
         one, and the auditor offers each namespace's records of an Arrow batch as one run.
         ``bundle``: the bundle of a run whose keys are all one key, if known (else parsed from the
-        key on its first accepted record)."""
+        key on its first accepted record). ``decided``: the resolver's reason for each record, if
+        already known (:class:`ColumnResolver`; the caller counts them): the run then only applies
+        the accepted ones. ``dispatch``: each record's step dispatch, if some checks are known not
+        to fire on some records (:meth:`ReplayPlan.steps_without`)."""
         ns = self.state
         found: list[Violation] = []
         held_by_key, bundles, owned_at, deleted_at, active = ns.held, ns.bundles, ns.owned_at, ns.deleted_at, ns.active
         active_states, rules, reasons = ns.active_states, self.rules, self.reasons
         steps, dwells, dwell_floor = self._steps, self._dwells, self._dwell_floor
         next_due = self._next_due
-        for key, offset, time, value in zip(keys, offsets, times, values, strict=True):
+        given = itertools.repeat(None) if decided is None else decided
+        row_steps = itertools.repeat(steps) if dispatch is None else dispatch
+        for key, offset, time, value, reason, chosen in zip(
+            keys, offsets, times, values, given, row_steps, strict=False
+        ):
             if time > next_due:  # the deadlines passed before this record, the namespace as it was then
                 found.extend(self._due(time))
                 next_due = self._next_due
-            held = held_by_key.get(key)
+            if reason is None:
+                held = held_by_key.get(key)
+                verdict = decide(rules, None if held is None else held.value, value)  # the resolver's step
+                reason = verdict.reason
+                reasons[reason] += 1
+                if not verdict.accepted:  # a refused value leaves held as it is
+                    continue
+            elif reason not in _ACCEPTING:
+                continue
+            else:
+                held = held_by_key.get(key)
             if held is None:
                 held_value = held_state = None
             else:
                 held_value = held.value
                 held_state = held_value.state
-            verdict = decide(rules, held_value, value)  # the resolver's step: a refused value leaves held as it is
-            reason = verdict.reason
-            reasons[reason] += 1
-            if not verdict.accepted:
-                continue
             if held is None and key not in bundles:
                 ns.add_bundle(key, bundle if bundle is not None else parse_key(key))
             state = None if value is None else value.state
-            step_checks = steps[held_state][state]
+            step_checks = chosen[held_state][state]
             if step_checks:
                 step = _new(Step, (key, bundles[key], offset, time, held, value, reason))
                 for step_check in step_checks:
@@ -452,6 +511,11 @@ class TraceReplay:
         self.namespaces_seen = 0
         self._plan = ReplayPlan(checks, self.settings, self.registry)
 
+    @property
+    def plan(self) -> ReplayPlan:
+        """What every namespace's replay derives from the checks, settings and registry."""
+        return self._plan
+
     def namespace_of(self, key: str) -> tuple[NamespaceReplay, Bundle]:
         """The replay of the key's namespace (begun if new) and the key's bundle."""
         bundle = parse_key(key)
@@ -473,3 +537,150 @@ class TraceReplay:
         for name in sorted(self.namespaces):
             found.extend(self.namespaces[name].finish(end_time))
         return found
+
+
+# -- the resolver over columns --------------------------------------------------------------------------
+_VERSION_CASES = 6
+"""How a record's version stands to the held one's, as far as the resolver can tell them apart:
+0, 1: nothing held, the offered version is (is not) the storage's first-write version; 2: Java's
+``Long`` wrap-around (held ``LONG_MAX``, offered ``LONG_MIN``); 3: not above the held one; 4: the
+next one; 5: two or more above it."""
+
+
+def _version_examples(rules: StorageRules) -> list[tuple[int | None, int]]:
+    """For each version case, a (held, offered) pair in it: the resolver is asked about these."""
+    first = rules.first_write_version
+    other = 1 if first is None else (first + 1 if first < LONG_MAX else first - 1)
+    return [(None, 1 if first is None else first), (None, other), (LONG_MAX, LONG_MIN), (2, 2), (1, 2), (1, 3)]
+
+
+def version_cases(rules: StorageRules, held: Any, offered: Any, present: Any) -> Any:
+    """Each record's version case (:data:`_VERSION_CASES`), from int64 arrays of the held and offered
+    versions and whether a value is held at all (numpy, no Python per row)."""
+    import numpy as np
+
+    first = rules.first_write_version
+    cases = np.where(offered == first, 0, 1) if first is not None else np.ones(len(offered), dtype=np.int64)
+    wrap = (held == LONG_MAX) & (offered == LONG_MIN)
+    below = held < offered  # then offered > LONG_MIN: offered - 1 does not wrap
+    next_one = below & (held == np.where(below, offered, 1) - 1)
+    cases = np.where(present, np.where(wrap, 2, np.where(~below, 3, np.where(next_one, 4, 5))), cases)
+    return cases.astype(np.int64)
+
+
+def stable_order(numbers: Any) -> Any:
+    """The stable sort order of an array of small non-negative numbers: numpy's radix sort when
+    they fit 16 bits (a batch's namespaces or keys, most often), else its merge sort."""
+    import numpy as np
+
+    if len(numbers) and numbers.min() >= 0 and numbers.max() < 1 << 16:
+        numbers = numbers.astype(np.uint16)
+    return np.argsort(numbers, kind="stable")
+
+
+class ColumnResolver:
+    """The resolver's verdicts on a batch of records at once, each one :func:`decide`'s own.
+
+    A verdict depends on the held value, the offered value and only the case of their versions
+    (:func:`version_cases`); each distinct (held, offered, case) is put to :func:`decide` once, with
+    versions of that case, and remembered. Which value a key holds when a record comes depends on
+    the verdicts before it; the batch is solved as a fixed point: guess every record accepted, work
+    out what each would then meet, decide, and again until no verdict changes. A record's verdict
+    depends only on those before it, so the k-th round settles at least the first k records of each
+    key, and the fixed point is the sequential fold's (most batches settle in two or three rounds; a
+    batch that has not settled after :attr:`rounds` is left to the record-by-record replay)."""
+
+    def __init__(self, rules: StorageRules, rounds: int = 12) -> None:
+        self.rules = rules
+        self.rounds = rounds
+        self.values: list[Value] = []
+        """Each distinct value (its version aside) met so far, by its number."""
+        self.numbers: dict[tuple[Any, ...], int] = {}
+        self.known: dict[int, Reason] = {}
+        """Each (held, offered, case) code decided so far: the resolver's reason."""
+        self.examples = _version_examples(rules)
+        self.reasons: list[Reason] = list(Reason)
+        self._index = {r: i for i, r in enumerate(self.reasons)}
+        self._accepting = [r.accepted for r in self.reasons]
+        self.met: Any = None
+        """After a batch has settled: what each of its records met (the number of the value its key
+        held when it came, -1: nothing), in the batch's order."""
+
+    def number(self, fields: tuple[Any, ...] | None) -> int:
+        """The number of a value's (state, dst, src, force), -1 for None (a tombstone: nothing held)."""
+        if fields is None:
+            return -1
+        found = self.numbers.get(fields)
+        if found is None:
+            found = self.numbers[fields] = len(self.values)
+            self.values.append(_new(Value, (*fields, 0, ())))
+        return found
+
+    def _decide(self, code: int) -> Reason:
+        held, offered, case = (code >> 27) - 1, ((code >> 3) & 0xFFFFFF) - 1, code & 7
+        held_version, offered_version = self.examples[case]
+        prev = None if held < 0 or held_version is None else self.values[held]._replace(version_id=held_version)
+        new = None if offered < 0 else self.values[offered]._replace(version_id=offered_version)
+        reason = self.known[code] = decide(self.rules, prev, new).reason
+        return reason
+
+    def solve(self, key: Any, value: Any, version: Any, held_value: Any, held_version: Any) -> Any | None:
+        """The reason index (into :attr:`reasons`) of each record, or None if the batch did not settle.
+
+        ``key``: each record's key number, the records of a key in offset order (keys may
+        interleave); ``value``: each record's value number (:meth:`number`), ``version`` its version;
+        ``held_value``, ``held_version``: per key number, what the key holds before the batch (-1:
+        nothing), updated to what it holds after it once the batch has settled."""
+        import numpy as np
+
+        n = len(key)
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        if len(self.values) >= 0xFFFFFF:  # more distinct values than a code holds
+            return None
+        order = stable_order(key)
+        keys, values, versions = key[order], value[order], version[order]
+        place = np.arange(n)
+        first = np.empty(n, dtype=bool)
+        first[0] = True
+        first[1:] = keys[1:] != keys[:-1]
+        start = np.maximum.accumulate(np.where(first, place, 0))
+        carried_value, carried_version = held_value[keys], held_version[keys]
+        accepted = np.ones(n, dtype=bool)
+        index = np.asarray(self._accepting, dtype=bool)
+        reasons = None
+        for _ in range(self.rounds):
+            last = np.maximum.accumulate(np.where(accepted, place, -1))
+            before = np.empty(n, dtype=np.int64)
+            before[0] = -1
+            before[1:] = last[:-1]
+            mine = before >= start  # an accepted record of the key before this one, in the batch
+            at = np.where(mine, before, 0)
+            meets = np.where(mine, values[at], carried_value)
+            meets_version = np.where(mine, versions[at], carried_version)
+            cases = version_cases(self.rules, meets_version, versions, meets >= 0)
+            codes = (((meets + 1) << 24 | (values + 1)) << 3) | cases
+            distinct, inverse = np.unique(codes, return_inverse=True)
+            known, decide_code, number = self.known, self._decide, self._index
+            table = np.array(
+                [number[decide_code(c) if (r := known.get(c)) is None else r] for c in distinct.tolist()],
+                dtype=np.int64,
+            )
+            reasons = table[inverse.reshape(-1)]
+            now = index[reasons]
+            if np.array_equal(now, accepted):
+                out = np.empty(n, dtype=np.int64)
+                out[order] = reasons
+                self.met = np.empty(n, dtype=np.int64)
+                self.met[order] = meets
+                end = np.empty(n, dtype=bool)  # each key's last record in the batch
+                end[-1] = True
+                end[:-1] = first[1:]
+                last_accepted = np.maximum.accumulate(np.where(accepted, place, -1))[end]
+                changed = last_accepted >= start[end]
+                at = last_accepted[changed]
+                held_value[keys[end][changed]] = values[at]
+                held_version[keys[end][changed]] = versions[at]
+                return out
+            accepted = now
+        return None
