@@ -142,11 +142,13 @@ _TASK_EXPANDERS: dict[str, _Expander] = {}
 def _walks_in_task(args: tuple[Any, ...], ids: list[str], seed: int, longest: int, indices: Any) -> Any:
     """A Spark task's walks (its share of the indices, in order), on the executor's expander."""
     from statechan.checker import _expander
+    from statechan.checker.sparksearch import stable_fingerprints
 
     name = repr(args)
     expander = _TASK_EXPANDERS.get(name)
     if expander is None:
-        expander = _TASK_EXPANDERS[name] = _expander(*args)
+        # the states' keys, counted together here, must be alike in every executor
+        expander = _TASK_EXPANDERS[name] = stable_fingerprints(_expander(*args))
     for index in indices:
         yield _walk(expander, ids, seed, longest, index)
 
