@@ -7,15 +7,20 @@ job per level:
 
 1. each task expands its partition's states with the search's own expander (the protocol's pure
    step, symmetry, the invariants: checked on the executors), writing each state's edges
-   (``edges-D``) for the liveness check;
-2. with the partial-order reduction, the keys of the candidate ample deliveries go to the
-   partitions that hold them, which answer which were seen before (the cycle proviso needs it),
-   and the answers come back to the expanding partition, which decides each state's reduction
-   as one process does;
+   (``edges-D``) for the liveness check. Up to :data:`SHARED_VISITED` states in all, the task
+   reads every partition's visited keys, so it expands as one process does (states seen before
+   neither checked again nor sent, the reduction decided in the expansion);
+2. past that, each task knows its own partition's states only, and with the partial-order
+   reduction the keys of the candidate ample deliveries go to the partitions that hold them,
+   which answer which were seen before (the cycle proviso needs it), and the answers come back to
+   the expanding partition, which decides each state's reduction as one process does;
 3. the successors go to the partition of their key, which keeps each new key's lexicographically
    least path — the one breadth-first search in one process finds first — drops the keys it
    has seen (``visited-D/part-P.npy``: sorted 64-bit keys, the partition's visited set), and
    writes the new level and the new visited set.
+
+Levels of up to :data:`SMALL_LEVEL` states run several to a task instead (a job's fixed cost is
+more than their work). Keys come from :func:`stable_fingerprints`: the same in every process.
 
 A state carries its path (each step's position in its parent's expansion), not its parent: the
 least path to a state is the one the compact search records, so a counterexample is rebuilt on the
@@ -810,6 +815,7 @@ def _liveness(result: CheckResult, run: SparkRun, expander: _Expander, deepest: 
     def rebuild(index: int) -> tuple[list[Action], list[int], ClusterState, Counter[str]]:
         return _rebuild(expander, paths[index])
 
+    result.memory_mb = (table.nbytes + sum(a.itemsize * len(a) for a in (flags, first_edge, edges))) / 2**20
     check_liveness(result, flags, first_edge, edges, rebuild, expander)
 
 
