@@ -1117,7 +1117,8 @@ SPARK_CHECK_BOUND = {"brokers": 3, "admin": 0, "ticks": 1, "crashes": 1, "restar
 """The bound the Spark search's cost is measured on: 3 brokers, a crash and a restart (16,008
 states in 23 levels, the widest 1,650)."""
 SPARK_CHECK_JOBS = 400
-"""Levels past this many states each a Spark job of their own (as every level of a large bound)."""
+"""Levels past this many states each a Spark job of their own (as every level of a large bound);
+the bound is also searched with every level in one task (no job's fixed cost, no shuffle)."""
 
 
 def bench_check_spark(rounds: int = 2) -> list[Figure]:
@@ -1136,18 +1137,21 @@ def bench_check_spark(rounds: int = 2) -> list[Figure]:
 
     compact: list[tuple[Measured, dict[str, Any]]] = []
     spark: list[tuple[Measured, dict[str, Any]]] = []
+    tasks: list[tuple[Measured, dict[str, Any]]] = []
     fixed: list[tuple[Measured, dict[str, Any]]] = []
     loads: list[float] = []
     for _ in range(rounds):
         loads.append(os.getloadavg()[0])
         compact.append(run(bound, "compact"))
         spark.append(run(bound, "spark"))
+        tasks.append(run(bound, "spark", 1_000_000))
         fixed.append(run(tiny, "spark", 0))
     states = spark[0][1]["states"]
-    if any(found["states"] != states for _, found in compact + spark):
+    if any(found["states"] != states for _, found in compact + spark + tasks):
         raise RuntimeError("the Spark search and the compact search found different states")
     best_compact = min(compact, key=lambda pair: pair[0].tree_cpu_seconds)
     best_spark = min(spark, key=lambda pair: pair[0].tree_cpu_seconds)
+    best_tasks = min(tasks, key=lambda pair: pair[0].tree_cpu_seconds)
     overhead = min(m.tree_cpu_seconds for m, _ in fixed)
     per_state_spark = (best_spark[0].tree_cpu_seconds - overhead) / states
     per_state_compact = best_compact[0].tree_cpu_seconds / states
@@ -1160,6 +1164,9 @@ def bench_check_spark(rounds: int = 2) -> list[Figure]:
         "tree CPU seconds, Spark / compact / Spark's fixed cost (each round)": " ; ".join(
             f"{s[0].tree_cpu_seconds:.1f} / {c[0].tree_cpu_seconds:.1f} / {f[0].tree_cpu_seconds:.1f}"
             for s, c, f in zip(spark, compact, fixed, strict=True)
+        ),
+        "every level in one task: search seconds / tree CPU seconds (each round)": " ; ".join(
+            f"{t[1]['seconds']:.1f} / {t[0].tree_cpu_seconds:.1f}" for t in tasks
         ),
         "CPU ms a state, Spark (fixed cost off) / compact": (
             f"{per_state_spark * 1e3:.2f} / {per_state_compact * 1e3:.2f}"
@@ -1176,6 +1183,13 @@ def bench_check_spark(rounds: int = 2) -> list[Figure]:
             "compact search, one process, CPU s",
             best_compact[0].tree_cpu_seconds,
             notes,
+        ),
+        Figure(
+            "check --spark, levels in one task, CPU s",
+            states,
+            best_tasks[0].tree_cpu_seconds - overhead,
+            "compact search, one process, CPU s",
+            best_compact[0].tree_cpu_seconds,
         ),
         Figure(
             "check --spark local[2], search seconds",

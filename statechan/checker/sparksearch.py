@@ -35,8 +35,8 @@ same files. The folder must be one path the driver and every executor see (on a 
 machines, a shared filesystem).
 
 Liveness ("every state can settle") is checked on the driver after a complete search, from the
-edges the executors wrote: the compact search's check on the same flat arrays (4 bytes an edge and
-about 50 bytes a state on the driver). ``liveness=False`` leaves it out for bounds whose graph does
+edges the executors wrote: the compact search's check on its flat arrays (4 bytes an edge and 40
+to 120 bytes a state on the driver). ``liveness=False`` leaves it out for bounds whose graph does
 not fit one machine, and the verdict says so."""
 
 from __future__ import annotations
@@ -787,19 +787,36 @@ def _rebuild_checked(run: SparkRun, path: bytes, key: int) -> tuple[list[Action]
 
 
 def _liveness(result: CheckResult, run: SparkRun, expander: _Expander, deepest: int) -> None:
-    """The compact search's liveness check, on arrays built from the edges the executors wrote:
-    the states in the compact search's order (level by level, by path), each state's flags and
-    its successors' indices."""
+    """The compact search's liveness check, on the compact search's arrays built from the edges the
+    executors wrote: the states in its order (level by level, by path), each state's parent and
+    step position (a run is stepped again from them), flags, and successors' indices."""
     from statechan.checker.compact import _liveness as check_liveness
 
     table = FingerprintTable()
-    paths: list[bytes] = []
+    parents = array("q")
+    positions = array("i")
     flags = array("B")
+    before: list[bytes] = []
+    """The paths of the level before, in order: a path less its last step is its parent's, and the
+    two levels' paths come in the same order, so each parent is found walking them together."""
+    before_start = 0
     for depth in range(deepest + 1):
+        start, at = len(flags), 0
+        paths: list[bytes] = []
         for path, key, flag, _ in _level_edges(run, depth):
-            table.add(key, len(paths))
-            paths.append(path)
+            table.add(key, len(flags))
             flags.append(flag)
+            paths.append(path)
+            if not path:
+                parents.append(-1)
+                positions.append(-1)
+                continue
+            while before[at] != path[:-2]:
+                at += 1
+            parents.append(before_start + at)
+            positions.append(_POSITION.unpack(path[-2:])[0])
+        before, before_start = paths, start
+    del before
     first_edge = array("q")
     edges = array("I")
     for depth in range(deepest + 1):
@@ -813,9 +830,14 @@ def _liveness(result: CheckResult, run: SparkRun, expander: _Expander, deepest: 
     first_edge.append(len(edges))
 
     def rebuild(index: int) -> tuple[list[Action], list[int], ClusterState, Counter[str]]:
-        return _rebuild(expander, paths[index])
+        chain: list[int] = []
+        while index > 0:
+            chain.append(positions[index])
+            index = parents[index]
+        return _rebuild(expander, b"".join(_POSITION.pack(position) for position in reversed(chain)))
 
-    result.memory_mb = (table.nbytes + sum(a.itemsize * len(a) for a in (flags, first_edge, edges))) / 2**20
+    held = (flags, parents, positions, first_edge, edges)
+    result.memory_mb = (table.nbytes + sum(a.itemsize * len(a) for a in held)) / 2**20
     check_liveness(result, flags, first_edge, edges, rebuild, expander)
 
 
