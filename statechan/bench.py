@@ -1121,6 +1121,25 @@ SPARK_CHECK_JOBS = 400
 the bound is also searched with every level in one task (no job's fixed cost, no shuffle)."""
 
 
+BIG_BOUND_STATES = (40_000_000, 250_000_000)
+"""The projected size of ``--brokers 3 --bundles 2 --lookups 2 --admin 1 --crashes 1 --restarts 1``
+(docs/checker.md, Larger bounds): the range a cluster is sized for."""
+
+
+def _cluster_needs(cpu_per_state: float, disk_per_state: float) -> str:
+    """What a cluster needs for :data:`BIG_BOUND_STATES` at the measured CPU seconds and run-folder
+    bytes a state, if the work divides over the cores as it does over two (not measured past two)."""
+    low, high = BIG_BOUND_STATES
+    hours = [n * cpu_per_state / 3600 for n in BIG_BOUND_STATES]
+    return (
+        f"{hours[0]:,.0f} to {hours[1]:,.0f} core-hours: on 32 cores {hours[0] / 32:,.1f} to {hours[1] / 32:,.1f} h, "
+        f"on 128 cores {hours[0] / 128:,.1f} to {hours[1] / 128:,.1f} h; in one hour {hours[0]:,.0f} to "
+        f"{hours[1]:,.0f} cores; run folder about {low * disk_per_state / 2**30:,.0f} to "
+        f"{high * disk_per_state / 2**30:,.0f} GiB (the edges kept for the liveness check, "
+        f"{disk_per_state:,.0f} bytes a state here); the driver's liveness arrays 50 to 130 bytes a state"
+    )
+
+
 def bench_check_spark(rounds: int = 2) -> list[Figure]:
     """The search on Spark ``local[2]`` against the compact search in one process, on
     :data:`SPARK_CHECK_BOUND`, alternating ``rounds`` times; Spark's fixed cost measured on a
@@ -1172,6 +1191,9 @@ def bench_check_spark(rounds: int = 2) -> list[Figure]:
             f"{per_state_spark * 1e3:.2f} / {per_state_compact * 1e3:.2f}"
         ),
         "Spark's run folder at most (MiB)": f"{best_spark[1]['disk_mb']:.1f}",
+        "the 3 brokers x 2 bundles bound (40 to 250 million states), at this CPU a state": _cluster_needs(
+            per_state_spark, best_spark[1]["disk_mb"] * 2**20 / states
+        ),
         "load average (1 min) before each round": ", ".join(f"{x:.1f}" for x in loads),
         "peak RSS by role (MB)": _memory(best_spark[0]),
     }
