@@ -581,7 +581,12 @@ def check_command(
     ] = None,
     partitions: Annotated[
         int | None,
-        _number("--spark: partitions the states are spread over (default twice the task slots).", 1, 100_000, ""),
+        _number(
+            "--spark: partitions the states are spread over (default twice the task slots).",
+            1,
+            100_000,
+            "far past a cluster's task slots",
+        ),
     ] = None,
     liveness: Annotated[
         bool,
