@@ -582,7 +582,8 @@ def spark_search(
                 f"{folder} holds a run of another bound, store, variant or option set; resume it with "
                 "the options it was started with, or start afresh in another folder"
             )
-        say(f"resuming from {folder}: {sum(saved.levels):,} states in {len(saved.levels)} levels")
+        found = [n for n in saved.levels if n]
+        say(f"resuming from {folder}: {sum(found):,} states in {len(found)} levels")
         point = saved
     else:
         started_point = _start(run, result)
