@@ -1093,6 +1093,136 @@ def bench_check(baseline: str | None) -> list[Figure]:
     ]
 
 
+_CHECK_ONE = """
+import json, sys, time
+from statechan.checker import Bounds, check
+bounds = Bounds.model_validate_json(sys.argv[1])
+if sys.argv[2] == "compact":
+    result = check(bounds)
+    started = 0.0
+else:
+    from statechan.checker.sparksearch import check_on_spark, start_spark
+    clock = time.perf_counter()
+    spark, _ = start_spark("local[2]")
+    started = time.perf_counter() - clock
+    result = check_on_spark(bounds, spark=spark, small_level=int(sys.argv[3]), partitions=4)
+    spark.stop()
+print(json.dumps({"states": result.states, "seconds": result.seconds, "session": started, "ok": result.ok,
+                  "disk_mb": result.disk_mb, "widest": max(result.levels), "levels": len(result.levels)}))
+"""
+"""One search in a fresh interpreter: the compact search, or the search on Spark ``local[2]`` with
+levels past the given size each a job of its own."""
+
+SPARK_CHECK_BOUND = {"brokers": 3, "admin": 0, "ticks": 1, "crashes": 1, "restarts": 1}
+"""The bound the Spark search's cost is measured on: 3 brokers, a crash and a restart (16,008
+states in 23 levels, the widest 1,650)."""
+SPARK_CHECK_JOBS = 400
+"""Levels past this many states each a Spark job of their own (as every level of a large bound);
+the bound is also searched with every level in one task (no job's fixed cost, no shuffle)."""
+
+
+BIG_BOUND_STATES = (40_000_000, 250_000_000)
+"""The projected size of ``--brokers 3 --bundles 2 --lookups 2 --admin 1 --crashes 1 --restarts 1``
+(docs/checker.md, Larger bounds): the range a cluster is sized for."""
+
+
+def _cluster_needs(cpu_per_state: float, disk_per_state: float) -> str:
+    """What a cluster needs for :data:`BIG_BOUND_STATES` at the measured CPU seconds and run-folder
+    bytes a state, if the work divides over the cores as it does over two (not measured past two)."""
+    low, high = BIG_BOUND_STATES
+    hours = [n * cpu_per_state / 3600 for n in BIG_BOUND_STATES]
+    return (
+        f"{hours[0]:,.0f} to {hours[1]:,.0f} core-hours: on 32 cores {hours[0] / 32:,.1f} to {hours[1] / 32:,.1f} h, "
+        f"on 128 cores {hours[0] / 128:,.1f} to {hours[1] / 128:,.1f} h; in one hour {hours[0]:,.0f} to "
+        f"{hours[1]:,.0f} cores; run folder about {low * disk_per_state / 2**30:,.0f} to "
+        f"{high * disk_per_state / 2**30:,.0f} GiB (the edges kept for the liveness check, "
+        f"{disk_per_state:,.0f} bytes a state here); the driver's liveness arrays 50 to 130 bytes a state"
+    )
+
+
+def bench_check_spark(rounds: int = 2) -> list[Figure]:
+    """The search on Spark ``local[2]`` against the compact search in one process, on
+    :data:`SPARK_CHECK_BOUND`, alternating ``rounds`` times; Spark's fixed cost measured on a
+    bound of one level (no lookups, no admin, no ticks: 29 states) and taken off its CPU seconds."""
+    from statechan.checker import Bounds
+
+    bound = Bounds(**SPARK_CHECK_BOUND).model_dump_json()
+    tiny = Bounds(admin=0, ticks=0).model_dump_json()
+
+    def run(bounds: str, engine: str, jobs: int = SPARK_CHECK_JOBS) -> tuple[Measured, dict[str, Any]]:
+        command = ["nice", "-n", "10", sys.executable, "-c", _CHECK_ONE, bounds, engine, str(jobs)]
+        measured = _measure(command)
+        return measured, json.loads(measured.output.strip().splitlines()[-1])
+
+    compact: list[tuple[Measured, dict[str, Any]]] = []
+    spark: list[tuple[Measured, dict[str, Any]]] = []
+    tasks: list[tuple[Measured, dict[str, Any]]] = []
+    fixed: list[tuple[Measured, dict[str, Any]]] = []
+    loads: list[float] = []
+    for _ in range(rounds):
+        loads.append(os.getloadavg()[0])
+        compact.append(run(bound, "compact"))
+        spark.append(run(bound, "spark"))
+        tasks.append(run(bound, "spark", 1_000_000))
+        fixed.append(run(tiny, "spark", 0))
+    states = spark[0][1]["states"]
+    if any(found["states"] != states for _, found in compact + spark + tasks):
+        raise RuntimeError("the Spark search and the compact search found different states")
+    best_compact = min(compact, key=lambda pair: pair[0].tree_cpu_seconds)
+    best_spark = min(spark, key=lambda pair: pair[0].tree_cpu_seconds)
+    best_tasks = min(tasks, key=lambda pair: pair[0].tree_cpu_seconds)
+    overhead = min(m.tree_cpu_seconds for m, _ in fixed)
+    per_state_spark = (best_spark[0].tree_cpu_seconds - overhead) / states
+    per_state_compact = best_compact[0].tree_cpu_seconds / states
+    notes: dict[str, object] = {
+        "bound": Bounds(**SPARK_CHECK_BOUND).describe(),
+        "levels, widest": f"{best_spark[1]['levels']}, {best_spark[1]['widest']:,} states",
+        "search seconds, Spark / compact (each round)": " ; ".join(
+            f"{s[1]['seconds']:.1f} / {c[1]['seconds']:.1f}" for s, c in zip(spark, compact, strict=True)
+        ),
+        "tree CPU seconds, Spark / compact / Spark's fixed cost (each round)": " ; ".join(
+            f"{s[0].tree_cpu_seconds:.1f} / {c[0].tree_cpu_seconds:.1f} / {f[0].tree_cpu_seconds:.1f}"
+            for s, c, f in zip(spark, compact, fixed, strict=True)
+        ),
+        "every level in one task: search seconds / tree CPU seconds (each round)": " ; ".join(
+            f"{t[1]['seconds']:.1f} / {t[0].tree_cpu_seconds:.1f}" for t in tasks
+        ),
+        "CPU ms a state, Spark (fixed cost off) / compact": (
+            f"{per_state_spark * 1e3:.2f} / {per_state_compact * 1e3:.2f}"
+        ),
+        "Spark's run folder at most (MiB)": f"{best_spark[1]['disk_mb']:.1f}",
+        "the 3 brokers x 2 bundles bound (40 to 250 million states), at this CPU a state": _cluster_needs(
+            per_state_spark, best_spark[1]["disk_mb"] * 2**20 / states
+        ),
+        "load average (1 min) before each round": ", ".join(f"{x:.1f}" for x in loads),
+        "peak RSS by role (MB)": _memory(best_spark[0]),
+    }
+    return [
+        Figure(
+            "check --spark local[2], CPU s of the states",
+            states,
+            best_spark[0].tree_cpu_seconds - overhead,
+            "compact search, one process, CPU s",
+            best_compact[0].tree_cpu_seconds,
+            notes,
+        ),
+        Figure(
+            "check --spark, levels in one task, CPU s",
+            states,
+            best_tasks[0].tree_cpu_seconds - overhead,
+            "compact search, one process, CPU s",
+            best_compact[0].tree_cpu_seconds,
+        ),
+        Figure(
+            "check --spark local[2], search seconds",
+            states,
+            best_spark[1]["seconds"],
+            "compact search, one process, search seconds",
+            best_compact[1]["seconds"],
+        ),
+    ]
+
+
 def bench_generate(records: int) -> list[Figure]:
     """The trace generator on every core against one worker, on the same Parquet trace (the file is
     the same whatever the number of workers). ``--generate-records`` sets the size (default 10M;
@@ -1133,6 +1263,7 @@ BENCHMARKS: dict[str, Callable[[Any], list[Figure]]] = {  # every key is an engi
     "audit-scale": bench_audit_scale,
     "audit-stages": bench_audit_stages,
     "check": bench_check,
+    "check-spark": bench_check_spark,
     "resolver": bench_resolver,
     "replay": bench_replay,
     "simulate": bench_simulate,
@@ -1151,6 +1282,7 @@ def _size(name: str, args: argparse.Namespace) -> Any:
         "audit-scale": args.audit_records,
         "generate": args.generate_records,
         "check": args.baseline,
+        "check-spark": 2,
         "simulate": args.baseline,
         "hypothesis": args.baseline,
     }.get(name, args.pairs)
@@ -1222,7 +1354,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {info['cpu']}, {info['cores']} cores, {info['implementation']} {info['python']}")
     print(f"command: python -m statechan.bench {' '.join(words)}".rstrip())
     results: dict[str, list[dict[str, object]]] = {}
-    for name in [] if args.render else args.only or sorted(set(BENCHMARKS) - {"audit-scale", "audit-stages"}):
+    for name in (
+        [] if args.render else args.only or sorted(set(BENCHMARKS) - {"audit-scale", "audit-stages", "check-spark"})
+    ):
         print(f"\n[{name}]")
         size = _size(name, args)
         run = run_info(_engine_command(name, args), _size_text(name, size))

@@ -148,6 +148,15 @@ ENGINES: dict[str, Engine] = {
         "`statechan check` at its documented small bounds: distinct states per second, and the "
         "partial-order and broker-symmetry reductions, each beside the search without it.",
     ),
+    "check-spark": Engine(
+        "Model checker on Spark",
+        "states",
+        "`statechan check --spark` on `local[2]` beside the compact search in one process, the same "
+        "bound in the same run, alternating: each run a fresh process tree (`nice -n 10`), its own "
+        "search seconds and its tree's CPU seconds; Spark's fixed cost (its JVM, a session, the "
+        "Python workers) measured on a one-level bound and taken off, so what is left is the cost "
+        "of a state: what sizes a cluster for a bound.",
+    ),
     "audit": Engine(
         "Trace auditor",
         "records",

@@ -557,6 +557,45 @@ def check_command(
     seed: Annotated[
         int, _number("The swarm's seed: the same walks for the same seed.", 0, LONG_MAX, "a Java long, as runs keep it")
     ] = 0,
+    spark: Annotated[
+        bool,
+        typer.Option(
+            "--spark",
+            help="Search on Spark: each breadth-first level one job, the states spread over the executors "
+            "(with --swarm: the walks run on the executors).",
+        ),
+    ] = False,
+    master: Annotated[
+        str | None, typer.Option(help="--spark: the Spark master URL (default local[*]: this machine's cores).")
+    ] = None,
+    checkpoint: Annotated[
+        Path | None,
+        typer.Option(
+            help="--spark: the run's folder, kept and checkpointed after every level (one path the driver and every "
+            "executor see); default a temporary one."
+        ),
+    ] = None,
+    resume: Annotated[
+        Path | None,
+        typer.Option(help="--spark: go on with the interrupted run in this folder (its --checkpoint), same options."),
+    ] = None,
+    partitions: Annotated[
+        int | None,
+        _number(
+            "--spark: partitions the states are spread over (default twice the task slots).",
+            1,
+            100_000,
+            "far past a cluster's task slots",
+        ),
+    ] = None,
+    liveness: Annotated[
+        bool,
+        typer.Option(
+            "--liveness/--no-liveness",
+            help="--spark: check on the driver that every state can settle (it holds the graph's edges); "
+            "--no-liveness for graphs one machine cannot hold (the verdict then says liveness was not checked).",
+        ),
+    ] = True,
     save_run: Annotated[Path | None, typer.Option(help="Save a counterexample here (statechan replay).")] = None,
     graph: Annotated[
         Path | None,
@@ -592,8 +631,35 @@ def check_command(
         raise typer.Exit(2)
     label = variant if model is None else f"{variant} with model {model}"
     console.print(f"checking {label} on {store.value}: {bounds.describe()} …", highlight=False)
+    _spark_options(
+        spark,
+        master,
+        checkpoint,
+        resume,
+        partitions,
+        liveness,
+        swarm,
+        graph,
+        engine,
+        workers,
+        verify_fingerprints,
+        measure_symmetry,
+        measure_por,
+    )
     if swarm is not None:
-        _swarm(bounds, StoreKind(store.value), chosen, invariants, swarm, swarm_longest, seed, workers, save_run)
+        _swarm(
+            bounds,
+            StoreKind(store.value),
+            chosen,
+            invariants,
+            swarm,
+            swarm_longest,
+            seed,
+            workers,
+            save_run,
+            spark,
+            master,
+        )
         return
 
     def progress(states: int, queue: int, level: int, seconds: float) -> None:
@@ -615,27 +681,47 @@ def check_command(
         console.print(f"  {_level_line(level)}", highlight=False)
 
     try:
-        result = check(
-            bounds,
-            StoreKind(store.value),
-            chosen,
-            symmetry=symmetry,
-            max_states=max_states,
-            max_seconds=max_seconds,
-            max_memory_mb=max_memory,
-            keep_graph=graph is not None,
-            invariants=invariants,
-            progress=progress,
-            measure_symmetry=measure_symmetry,
-            verify_fingerprints=verify_fingerprints,
-            workers=workers,
-            por=por,
-            measure_por=measure_por,
-            vacuity=vacuity,
-            engine=engine,
-            on_level=level_done,
-            spill_dir=spill_dir,
-        )
+        if spark:
+            result = _check_on_spark(
+                bounds,
+                StoreKind(store.value),
+                chosen,
+                symmetry,
+                max_states,
+                max_seconds,
+                invariants,
+                por,
+                vacuity,
+                master,
+                checkpoint,
+                resume,
+                partitions,
+                liveness,
+                spill_dir,
+                level_done,
+            )
+        else:
+            result = check(
+                bounds,
+                StoreKind(store.value),
+                chosen,
+                symmetry=symmetry,
+                max_states=max_states,
+                max_seconds=max_seconds,
+                max_memory_mb=max_memory,
+                keep_graph=graph is not None,
+                invariants=invariants,
+                progress=progress,
+                measure_symmetry=measure_symmetry,
+                verify_fingerprints=verify_fingerprints,
+                workers=workers,
+                por=por,
+                measure_por=measure_por,
+                vacuity=vacuity,
+                engine=engine,
+                on_level=level_done,
+                spill_dir=spill_dir,
+            )
     except FingerprintCollision as exc:
         err.print(
             f"[red]{exc}[/red]: this search is no proof (report it; --no-verify-fingerprints would have merged them)",
@@ -683,9 +769,12 @@ def check_command(
         )
     if result.ok:
         if result.complete:
-            console.print(
-                "no invariant broken; every state can settle; every flow the bound demands was walked", highlight=False
-            )
+            settle = "every state can settle; " if liveness or not spark else ""
+            console.print(f"no invariant broken; {settle}every flow the bound demands was walked", highlight=False)
+            if not settle:
+                from statechan.checker.sparksearch import LIVENESS_NOT_CHECKED
+
+                console.print(f"[yellow]{LIVENESS_NOT_CHECKED}[/yellow]", highlight=False)
         return
     if result.never_reached:
         for gap in result.never_reached:
@@ -722,6 +811,106 @@ def check_command(
     raise typer.Exit(1)
 
 
+def _spark_options(
+    spark: bool,
+    master: str | None,
+    checkpoint: Path | None,
+    resume: Path | None,
+    partitions: int | None,
+    liveness: bool,
+    swarm: int | None,
+    graph: Path | None,
+    engine: SearchEngine | None,
+    workers: int,
+    verify_fingerprints: bool,
+    measure_symmetry: bool,
+    measure_por: bool,
+) -> None:
+    """``statechan check``'s Spark options: exit 2 naming one that does not go with the others."""
+    if not spark:
+        given = [
+            name
+            for name, value in (
+                ("--master", master),
+                ("--checkpoint", checkpoint),
+                ("--resume", resume),
+                ("--partitions", partitions),
+            )
+            if value is not None
+        ] + ([] if liveness else ["--no-liveness"])
+        if given:
+            _usage_error(f"{', '.join(given)}: for --spark")
+        return
+    clashes = [
+        name
+        for name, clash in (
+            ("--graph", graph is not None),
+            ("--engine", engine is not None),
+            ("--workers", workers > 1),
+            ("--verify-fingerprints", verify_fingerprints),
+            ("--measure-symmetry", measure_symmetry),
+            ("--measure-por", measure_por),
+        )
+        if clash
+    ]
+    if clashes:
+        _usage_error(f"--spark searches on the executors: {', '.join(clashes)} is for the search in this machine")
+    if swarm is not None and (checkpoint or resume or partitions or not liveness):
+        _usage_error("--swarm --spark takes --master only (a swarm keeps no checkpoint and checks no liveness)")
+    if checkpoint is not None and resume is not None and checkpoint != resume:
+        _usage_error("--resume DIR goes on in DIR: give --checkpoint the same folder, or leave it out")
+
+
+def _check_on_spark(
+    bounds: Bounds,
+    store: StoreKind,
+    variant: str | Variant,
+    symmetry: bool,
+    max_states: int,
+    max_seconds: float | None,
+    invariants: list[str],
+    por: bool,
+    vacuity: bool,
+    master: str | None,
+    checkpoint: Path | None,
+    resume: Path | None,
+    partitions: int | None,
+    liveness: bool,
+    spill_dir: Path | None,
+    level_done: Callable[[Level], None],
+) -> CheckResult:
+    """``statechan check --spark``: the search on Spark, its notes printed; a checkpoint that cannot be
+    resumed, or a Spark failure, is an error naming it."""
+    from statechan.checker.sparksearch import CheckpointMismatch, check_on_spark
+
+    def note(text: str) -> None:
+        console.print(f"  {text}", highlight=False)
+
+    try:
+        return check_on_spark(
+            bounds,
+            store,
+            variant,
+            symmetry,
+            max_states,
+            max_seconds,
+            invariants,
+            por,
+            vacuity,
+            master=master,
+            checkpoint=resume or checkpoint,
+            resume=resume is not None,
+            partitions=partitions,
+            liveness=liveness,
+            spill_dir=spill_dir,
+            on_level=level_done,
+            note=note,
+        )
+    except CheckpointMismatch as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from exc
+
+
 def _swarm(
     bounds: Bounds,
     store: StoreKind,
@@ -732,6 +921,8 @@ def _swarm(
     seed: int,
     workers: int,
     save_run: Path | None,
+    spark: bool = False,
+    master: str | None = None,
 ) -> None:
     """``statechan check --swarm N``: the walks, what they covered, and the shortest counterexample."""
     from statechan.checker.swarm import swarm
@@ -742,7 +933,18 @@ def _swarm(
     def progress(done: int, states: int, seconds: float) -> None:
         console.print(f"  {done:,} walks, {states:,} distinct states, {seconds:,.0f} s", highlight=False)
 
-    result = swarm(bounds, store, variant, walks, seed, longest, workers, invariants, progress=progress)
+    session, owned = None, False
+    if spark:
+        from statechan.checker.sparksearch import start_spark
+
+        session, owned = start_spark(master, note=lambda text: console.print(f"  {text}", highlight=False))
+    try:
+        result = swarm(
+            bounds, store, variant, walks, seed, longest, workers, invariants, progress=progress, spark=session
+        )
+    finally:
+        if session is not None and owned:
+            session.stop()
     console.print(
         f"swarm: {result.walks:,} walks (seed {seed}, up to {longest} steps each), {result.steps:,} steps, "
         f"{result.states:,} distinct states (broker symmetry), {result.seconds:.1f} s",

@@ -111,6 +111,45 @@ def test_the_cluster_audit_equals_the_local_engine(
     assert executors == 2
 
 
+def test_the_search_and_the_swarm_on_the_cluster_equal_one_process(cluster_spark: Any, tmp_path: Path) -> None:
+    """The checker's code shipped to executors that cannot import statechan: the levels past 100
+    states each a job on the two workers (the successors deduplicated across partitions), the
+    same states, verdict and counterexample as the compact search in this process; a clean bound's
+    liveness checked from the edges the executors wrote; the swarm's walks those of one process."""
+    from statechan.checker import Bounds, check
+    from statechan.checker.sparksearch import check_on_spark
+    from statechan.checker.swarm import swarm
+
+    notes: list[str] = []
+    faults = Bounds(crashes=1, restarts=1)
+    folder = tmp_path / "run"
+    found = check_on_spark(
+        faults, variant="25379", spark=cluster_spark, checkpoint=folder, small_level=100, note=notes.append
+    )
+    assert any("sending the checker's code to the executors" in note for note in notes), notes
+    compact = check(faults, variant="25379")
+    assert found.violation is not None
+    assert (found.states, found.levels, found.violation, found.path, found.picks) == (
+        compact.states,
+        compact.levels,
+        compact.violation,
+        compact.path,
+        compact.picks,
+    )
+    clean = check_on_spark(Bounds(admin=0, ticks=0), spark=cluster_spark)
+    expected = check(Bounds(admin=0, ticks=0))
+    assert clean.ok
+    assert (clean.states, clean.transitions, clean.levels) == (expected.states, expected.transitions, expected.levels)
+    walks = swarm(faults, variant="25379", walks=40, seed=1, spark=cluster_spark)
+    alone = swarm(faults, variant="25379", walks=40, seed=1)
+    assert (walks.violation, walks.path, walks.states, walks.steps) == (
+        alone.violation,
+        alone.path,
+        alone.states,
+        alone.steps,
+    )
+
+
 _CONNECT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
 """What a Connect session sets in ``os.environ``: left set, every later classic session in this
 process would turn into a Connect one."""

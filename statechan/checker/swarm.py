@@ -135,6 +135,24 @@ def _start(*args: Any) -> None:
     _SWARM[:] = [(_expander(*expander_args), ids, seed, longest)]
 
 
+_TASK_EXPANDERS: dict[str, _Expander] = {}
+"""A Spark Python worker's expanders, by the arguments that made them (workers are reused)."""
+
+
+def _walks_in_task(args: tuple[Any, ...], ids: list[str], seed: int, longest: int, indices: Any) -> Any:
+    """A Spark task's walks (its share of the indices, in order), on the executor's expander."""
+    from statechan.checker import _expander
+    from statechan.checker.sparksearch import stable_fingerprints
+
+    name = repr(args)
+    expander = _TASK_EXPANDERS.get(name)
+    if expander is None:
+        # the states' keys, counted together here, must be alike in every executor
+        expander = _TASK_EXPANDERS[name] = stable_fingerprints(_expander(*args))
+    for index in indices:
+        yield _walk(expander, ids, seed, longest, index)
+
+
 def _walk_in_worker(index: int) -> Walk:
     expander, ids, seed, longest = _SWARM[0]
     return _walk(expander, ids, seed, longest, index)
@@ -151,10 +169,12 @@ def swarm(
     invariants: list[str] | None = None,
     symmetry: bool = True,
     progress: Callable[[int, int, float], None] | None = None,
+    spark: Any = None,
 ) -> SwarmResult:
     """Run ``walks`` seeded walks within ``bounds`` (each of at most ``longest`` steps, its limit
-    drawn between a quarter of that and all of it), on ``workers`` processes; the same walks and
-    result for a seed whatever the number of workers."""
+    drawn between a quarter of that and all of it), on ``workers`` processes, or on ``spark``'s
+    executors (a session: the walks are split into tasks, their outcomes come back in order); the
+    same walks and result for a seed wherever they run."""
     from statechan.checker import _expander
     from statechan.invariants.catalogue import simulation_ids
 
@@ -164,7 +184,18 @@ def swarm(
     seen = FingerprintTable()
     args = (bounds, store, variant, symmetry, ids, False, False, False)
     outcomes: list[Walk] = []
-    if workers > 1:
+    if spark is not None:
+        from functools import partial
+
+        from statechan.checker.sparksearch import ship_code
+
+        ship_code(spark)
+        sc = spark.sparkContext
+        tasks = max(1, min(walks, 4 * sc.defaultParallelism))
+        made = sc.parallelize(range(walks), tasks).mapPartitions(partial(_walks_in_task, args, ids, seed, longest))
+        for walk in made.toLocalIterator():
+            outcomes.append(_tally(result, seen, walk, progress, started))
+    elif workers > 1:
         context = multiprocessing.get_context("fork")
         with context.Pool(workers, initializer=_start, initargs=(*args, ids, seed, longest)) as pool:
             for walk in pool.imap(_walk_in_worker, range(walks), chunksize=4):
