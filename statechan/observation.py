@@ -52,6 +52,8 @@ class Observation:
         self.setup = setup
         self.answers: tuple[LookupAnswer, ...] = tuple(answers)
         """The lookup answers the step gave (every answer is in one step's observation)."""
+        self.handmade = False
+        """Some accessors answer values given, not read off the state (:meth:`of`, :meth:`replace`)."""
 
     @classmethod
     def of(cls, config: SimConfig, **fields: Any) -> Observation:
@@ -59,6 +61,7 @@ class Observation:
         each accessor named in ``fields`` answers its value; the others need a state."""
         obs = cls(None, setup(config))  # type: ignore[arg-type]
         obs.__dict__.update(fields)
+        obs.handmade = True
         return obs
 
     def replace(self, **fields: Any) -> Observation:
@@ -66,6 +69,7 @@ class Observation:
         obs = Observation(self.state, self.setup, self.answers)
         obs.__dict__.update({k: v for k, v in self.__dict__.items() if k not in ("state", "setup")})
         obs.__dict__.update(fields)
+        obs.handmade = True
         return obs
 
     @property

@@ -141,6 +141,12 @@ ClusterCheck = Callable[[Observation], list[Violation]]
 HistoryCheck = type[HistoryFold]
 ActionCheck = Callable[[Observation, Observation], list[Violation]]
 """A step invariant: a predicate over two consecutive observations (TLA+'s action ``[][A]_v``)."""
+StepPart = Literal["channel", "views", "unloads"]
+"""What a step invariant can fire on (``step_invariant(reads=...)``): ``channel``, the channel's
+settled values (and their lifetimes); ``views``, the view of a broker running in both observations
+in one incarnation; ``unloads``, the admin unloads a broker running in both waits for. A step that
+replaced none of a part's records (told by identity: a step shares what it did not touch) left it
+as it was."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +178,9 @@ class Invariant:
     """The step form's definition (what every engine that produces observations decides)."""
     step_differs: str | None = None
     """Where the step form decides another statement than the history or record form, and why."""
+    step_reads: frozenset[StepPart] | None = None
+    """The parts of the state the step form can fire on (:data:`StepPart`): it finds nothing in a
+    step that left them all as they were, so :func:`check_step` skips it there (None: every step)."""
 
     @property
     def has_record_form(self) -> bool:
@@ -237,12 +246,20 @@ def step_invariant(
     guards: Iterable[str] = (),
     default: bool = True,
     differs: str | None = None,
+    reads: Iterable[StepPart] | None = None,
 ) -> Callable[[ActionCheck], ActionCheck]:
     """Declare an invariant over two consecutive observations, or the step form of a declared
-    history or record one (``differs``: where the two forms decide different statements, and why)."""
+    history or record one (``differs``: where the two forms decide different statements, and why;
+    ``reads``: the parts of the state it can fire on, :data:`StepPart`, so a step that changed
+    none of them skips it; None: it runs on every step)."""
 
     def register(check: ActionCheck) -> ActionCheck:
-        forms = {"action_check": check, "step_statement": statement, "step_differs": differs}
+        forms = {
+            "action_check": check,
+            "step_statement": statement,
+            "step_differs": differs,
+            "step_reads": None if reads is None else frozenset(reads),
+        }
         existing = CATALOGUE.get(id)
         if existing is None:
             _register(Invariant(id, statement, tuple(guards), "step", default=default, **forms))  # type: ignore[arg-type]
@@ -1225,6 +1242,7 @@ def _changes(before: Observation, after: Observation) -> _Changes:
     "notification, and jumps to the new lifetime's lower version, is reported by the history form only; "
     "and so is a lower version a view takes and leaves again within one step (a catch-up that reads "
     "several records; on the simulator one delivery is one record).",
+    reads=("channel", "views"),
 )
 def version_monotonic_step(before: Observation, after: Observation) -> list[Violation]:
     changes = _changes(before, after)
@@ -1255,6 +1273,7 @@ def version_monotonic_step(before: Observation, after: Observation) -> list[Viol
     "at some time: that needs every value settled so far, a history the state does not hold, so the "
     "step form decides the per-step part only (a view taking a value of a higher version than the "
     "channel ever held is reported by the history form alone).",
+    reads=("channel", "views"),
 )
 def one_value_per_version_step(before: Observation, after: Observation) -> list[Violation]:
     changes = _changes(before, after)
@@ -1288,6 +1307,7 @@ def one_value_per_version_step(before: Observation, after: Observation) -> list[
     "so a store key taken from Deleted to Free and then to Owned by writes that bypass the resolver is "
     "reported by the record form alone. A key that becomes active and leaves it again within one step is "
     "seen by the record form alone.",
+    reads=("channel",),
 )
 def no_resurrection_step(before: Observation, after: Observation) -> list[Violation]:
     if not before.deleted:
@@ -1313,6 +1333,7 @@ def no_resurrection_step(before: Observation, after: Observation) -> list[Violat
     "Deleted, whatever their state. A child Owned and then tombstoned before its parent's Deleted counts "
     "in the first only, a child written but never Owned in the second only (Pulsar writes children "
     "Owned at once, and a tombstone waits an hour).",
+    reads=("channel",),
 )
 def split_partitions_parent_step(before: Observation, after: Observation) -> list[Violation]:
     changes = _changes(before, after)
@@ -1351,6 +1372,7 @@ def split_partitions_parent_step(before: Observation, after: Observation) -> lis
     "and is registered in both away from that broker by a forced record (a clean-up or monitor "
     "override) or a tombstone: overrides are for the bundles of brokers that left or died.",
     ["#23064", "#21721"],
+    reads=("channel",),
 )
 def no_spurious_takeover(before: Observation, after: Observation) -> list[Violation]:
     changes = _changes(before, after)
@@ -1375,6 +1397,7 @@ def no_spurious_takeover(before: Observation, after: Observation) -> list[Violat
     "tombstone; never an assignment's Owned, which has no source. A step in which the broker's reader "
     "takes several records (a flush) is not judged: the record that ended the unload may be one it passed.",
     ["#22379", "#22859"],
+    reads=("unloads",),
 )
 def unload_completion_matches(before: Observation, after: Observation) -> list[Violation]:
     if not before.pending_unloads:
@@ -1432,11 +1455,43 @@ def check_step(before: Observation, after: Observation, ids: Iterable[str] | Non
     cluster (``after`` the later). Sound on any two observations of a run in order, but complete
     only on consecutive ones: a change made and undone between them is not seen."""
     found: list[Violation] = []
+    changed: frozenset[StepPart] | None = None
     for inv in _with_form(ids, "action_check"):
+        if inv.step_reads is not None:
+            if changed is None:
+                changed = changed_parts(before, after)
+            if not inv.step_reads & changed:
+                continue
         shown = inv.action_check(before, after)  # type: ignore[misc]
         if shown:
             found.extend(shown)
     return found
+
+
+_EVERY_PART: frozenset[StepPart] = frozenset(("channel", "views", "unloads"))
+
+
+def changed_parts(before: Observation, after: Observation) -> frozenset[StepPart]:
+    """The parts of the state (:data:`StepPart`) a step may have changed from ``before`` to
+    ``after``, told by identity (a step shares every record it did not replace): the parts it
+    left as they were are certainly unchanged. Every part for a hand-made observation."""
+    old, new = before.state, after.state
+    if before.handmade or after.handmade or old is None or new is None or len(old.brokers) != len(new.brokers):
+        return _EVERY_PART
+    parts: set[StepPart] = set()
+    if before.setup.on_store:
+        if old.store.channel is not new.store.channel:
+            parts.add("channel")
+    elif old.topic.settled is not new.topic.settled:
+        parts.add("channel")
+    for was, now in zip(old.brokers, new.brokers, strict=True):
+        if was is now or not (was.alive and now.alive and was.incarnation == now.incarnation):
+            continue  # the same record, or not running in one incarnation in both
+        if was.view is not now.view:
+            parts.add("views")
+        if was.unloads is not now.unloads:
+            parts.add("unloads")
+    return frozenset(parts)
 
 
 def step_ids(ids: Iterable[str] | None = None) -> list[str]:
