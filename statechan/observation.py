@@ -72,6 +72,18 @@ class Observation:
         obs.handmade = True
         return obs
 
+    def successor(self, state: ClusterState, answers: Iterable[LookupAnswer] = ()) -> Observation:
+        """The observation of ``state``, which a step made from this one's state, with ``answers``:
+        what this one worked out from records the step did not replace (the very objects) it
+        takes as it is, instead of working it out again."""
+        obs = Observation(state, self.setup, answers)
+        if self.handmade:
+            return obs
+        known = self.__dict__
+        if "channel" in known and self.setup.on_store and self.state.store.channel is state.store.channel:
+            obs.__dict__["channel"] = known["channel"]
+        return obs
+
     @property
     def config(self) -> SimConfig:
         return self.setup.config

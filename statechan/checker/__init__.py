@@ -110,6 +110,8 @@ class Fingerprinter:
         self.producers = producers
         """Whether a message's producer is part of the state: only the syncer reads it (its echoes)."""
         self._contexts: dict[tuple[int, Perm], Canon] = {}
+        self._perms: dict[tuple[int, ...], Perm] = {}
+        """The renaming that numbers the brokers in each order met (:func:`_perm`)."""
 
     def __call__(self, state: ClusterState) -> bytes:
         return self.digest(self.canonical(state)[0])
@@ -154,18 +156,25 @@ class Fingerprinter:
         (descending, as the first broker is usually the leader: the identity then is the one
         renaming)."""
         registry = state.store.registry
-        signature = {b.id: b.signature(b.id in registry) for b in state.brokers}
-        if len(set(signature.values())) == len(signature):
-            order = sorted(signature, key=signature.__getitem__, reverse=True)
-            return [_perm(order)]
+        signatures = [b.signature(b.id in registry) for b in state.brokers]
+        ordered = sorted(range(len(signatures)), key=signatures.__getitem__, reverse=True)
+        if all(signatures[one] != signatures[other] for one, other in itertools.pairwise(ordered)):
+            # no two alike (the usual case): one renaming, worked out once per order
+            key = tuple(ordered)
+            found = self._perms.get(key, _UNSEEN)
+            if found is _UNSEEN:
+                found = self._perms[key] = _perm(ordered)
+            return [found]  # type: ignore[list-item]
         runs: list[list[int]] = []
-        ordered = sorted(signature, key=signature.__getitem__, reverse=True)
-        for _, tied in itertools.groupby(ordered, key=signature.__getitem__):
+        for _, tied in itertools.groupby(ordered, key=signatures.__getitem__):
             runs.append(list(tied))
         perms: list[Perm] = []
         for orders in itertools.product(*(itertools.permutations(run) for run in runs)):
             perms.append(_perm([broker for order in orders for broker in order]))
         return perms
+
+
+_UNSEEN = object()
 
 
 def _perm(order: Sequence[int]) -> Perm:
@@ -1001,7 +1010,7 @@ class _Expander:
                 made = outcome.picks
                 child = outcome.state
                 step = _Step(action, tuple(made), position=len(expansion.steps))
-                after = Observation(child, setup, outcome.answers)
+                after = before.successor(child, outcome.answers)
                 step.pairs = _channel_transitions(before.channel, after.channel)
                 if reader is not None and reader in after.views:
                     # what the delivering broker's view took: after a compaction, edges no writer takes

@@ -102,10 +102,13 @@ class Canon:
     producers count (only the syncer reads them). ``token`` identifies the context for the records'
     caches (one per distinct context, given by the fingerprinter)."""
 
-    __slots__ = ("cap", "h", "now", "perm", "producers", "token", "v")
+    __slots__ = ("cap", "h", "now", "perm", "producers", "timers", "token", "v")
 
     def __init__(self, now: int, cap: int, perm: tuple[int, ...] | None, producers: bool, token: int) -> None:
         self.now, self.cap, self.perm, self.producers, self.token = now, cap, perm, producers, token
+        self.timers: tuple[tuple[Timer, ...], tuple[Timer, ...], Form] | None = None
+        """The last timers a state's form took in this context: the timers, in the form's order,
+        and their forms (states that share their timers, as siblings do, work them out once)."""
 
         def h(record: _Cached) -> int:
             return record._ch if record._tok == token else record.ch(self)
@@ -1275,8 +1278,15 @@ class ClusterState(_Cached):
         timers: Form = ()
         jobs: Form = ()
         if self.timers:
-            ordered = sorted(self.timers, key=lambda t: _timer_order(c, t)) if len(self.timers) > 1 else self.timers
-            timers = tuple([timer.form(c) for timer in ordered])
+            known = c.timers
+            if known is not None and known[0] is self.timers:
+                ordered, timers = known[1], known[2]
+            else:
+                ordered = self.timers
+                if len(ordered) > 1:
+                    ordered = tuple(sorted(ordered, key=lambda t: _timer_order(c, t)))
+                timers = tuple([timer.form(c) for timer in ordered])
+                c.timers = (self.timers, ordered, timers)
             if any(broker.jobs for broker in brokers):
                 live = {id(timer): rank for rank, timer in enumerate(ordered)}
                 jobs = tuple(

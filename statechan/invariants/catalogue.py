@@ -1175,6 +1175,29 @@ class _Changes:
                 self.channel.append((key, old_channel.get(key), new_channel[key]))
             self.channel.extend((key, old, None) for key, old in old_channel.items() if key not in new_channel)
         self.views: list[tuple[int, str, Rec, Rec]] = []
+        old_state, new_state = before.state, after.state
+        if not (
+            before.handmade
+            or after.handmade
+            or old_state is None
+            or new_state is None
+            or len(old_state.brokers) != len(new_state.brokers)
+        ):
+            # read off the brokers' records: a view the step did not replace is the very record
+            for was_broker, now_broker in zip(old_state.brokers, new_state.brokers, strict=True):
+                if (
+                    was_broker is now_broker
+                    or was_broker.view is now_broker.view
+                    or not (was_broker.alive and now_broker.alive)
+                    or was_broker.incarnation != now_broker.incarnation
+                ):
+                    continue
+                was_view, now_view = was_broker.view.data(), now_broker.view.data()
+                for key in _changed(was_view, now_view):
+                    held = was_view.get(key)
+                    if held is not None:
+                        self.views.append((now_broker.id, key, held, now_view[key]))
+            return
         old_views, was, now = before.views, before.incarnations, after.incarnations
         for broker, view in after.views.items():
             old_view = old_views.get(broker)
