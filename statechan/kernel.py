@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
+from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = Path(os.environ.get("STATECHAN_KERNEL_DIR") or ROOT / "build" / "compiled")
@@ -77,6 +78,17 @@ def _usable(build: Path) -> tuple[dict[str, Path], list[str], str | None]:
     if missing:
         return {}, [], f"the compiled build lacks {', '.join(missing)}: make compiled"
     return extensions, list(sources), None
+
+
+C = TypeVar("C", bound=type)
+
+
+def interpreted(cls: C) -> C:
+    """Keeps a class of a compiled module a regular Python class (the identity at run time: mypyc
+    compiles a class whose decorator it does not know as one). For a class whose instances keep a
+    ``__dict__`` (an observation's accessors), pickle as Python's do (what a worker sends back), or
+    derive from a built-in exception, or whose subclasses are decorated."""
+    return cls
 
 
 _state: dict[str, object] = {"kernel": "pure", "modules": [], "why": "not chosen yet"}

@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar, overload
 from statechan.cluster.config import ChannelConfig, SimConfig
 from statechan.cluster.protocol import Setup, channel_values, quiescent, setup, syncer_differences
 from statechan.cluster.state import ChannelState, ClusterState, Elected, LookupAnswer, Rec
+from statechan.kernel import interpreted
 from statechan.states import StorageType
 
 __all__ = ["LookupAnswer", "Observation"]
@@ -18,6 +19,7 @@ __all__ = ["LookupAnswer", "Observation"]
 T = TypeVar("T")
 
 
+@interpreted
 class lazy(Generic[T]):
     """An accessor worked out on first use and kept in the instance (``functools.cached_property``
     without its lock: an observation is read by one thread, and the lock cost a tenth of a check)."""
@@ -42,6 +44,7 @@ class lazy(Generic[T]):
         return value
 
 
+@interpreted
 class Observation:
     """A cluster's state as the invariants see it at one step, with the answers of that step.
     Brokers are ids (``0`` is ``broker-1:8080``); views, serving sets and the like list the

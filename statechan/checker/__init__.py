@@ -46,6 +46,7 @@ from statechan.cluster.state import (
     broker_id,
     broker_name,
 )
+from statechan.kernel import interpreted
 from statechan.model import load_model
 from statechan.observation import Observation
 from statechan.states import IN_FLIGHT, ServiceUnitState
@@ -90,6 +91,7 @@ _TOKENS = itertools.count(1)
 """Canonical contexts' tokens, unique in the process (records cache their form's hash by token)."""
 
 
+@interpreted
 class FingerprintCollision(AssertionError):
     """Two different states hashed to one fingerprint: the search would have merged them."""
 
@@ -185,6 +187,7 @@ def _perm(order: Sequence[int]) -> Perm:
     return None if all(old == new for old, new in enumerate(perm)) else tuple(perm)
 
 
+@interpreted
 @dataclass(slots=True)
 class Node:
     parent: int
@@ -210,6 +213,7 @@ class Engine(enum.Enum):
     (``keep_graph``) and the worker pool (``workers`` > 1) need."""
 
 
+@interpreted
 @dataclass
 class CheckResult:
     """What a check covered and what it found."""
@@ -762,6 +766,7 @@ def _after_search(
 
 
 # -- expanding a state (one worker, or several) ------------------------------------------------------
+@interpreted
 @dataclass(slots=True)
 class _Step:
     """One action (with one placement pick) taken from a state, and what it led to."""
@@ -793,6 +798,7 @@ class _Step:
     takes it again from this number alone: the compact search keeps it instead of the action)."""
 
 
+@interpreted
 @dataclass
 class _Expansion:
     steps: list[_Step]
@@ -858,12 +864,14 @@ class _Expander:
         self.budget = bounds.budget()
         self.fingerprint = fingerprint
         self.ids = ids
+        self._ids = tuple(ids)
+        """The ids as the catalogue keys what it works out for them (a tuple, not copied per check)."""
         from statechan.invariants.catalogue import check, check_step, step_ids
 
         self._check, self._check_step = check, check_step
         """The catalogue's checks (imported here: the catalogue loads with the first search)."""
         self.agree = "views-converge" in ids
-        self.steps = step_ids(ids)
+        self.steps = tuple(step_ids(ids))
         """The step invariants among ``ids`` (checked on every transition)."""
         self.keep_graph = keep_graph
         self.values = values
@@ -1054,13 +1062,13 @@ class _Expander:
                     step.label = state_label(child) if self.keep_graph else ""
                     if visitor is not None:
                         visitor(child, {kind: budget[kind] - child_spent[kind] for kind in budget})
-                    step.broken += check_invariants(after, self.ids)
+                    step.broken += check_invariants(after, self._ids)
                     step.state, step.spent = child, child_spent
                     step.obs = None if outcome.answers else after
                 elif outcome.answers:
                     # the answers a step gave are its own (not the state's): checked on every
                     # step that gives some, also one that leads back to a known state
-                    step.broken += check_invariants(after, self.ids)
+                    step.broken += check_invariants(after, self._ids)
                 expansion.steps.append(step)
                 if exact and step.broken:
                     return expansion
@@ -1425,17 +1433,23 @@ def _por_after(
 
     child = outcome.state
     i = broker_id(candidate.action.broker)
-    had = parent.brokers[i].tasks
-    tasks = child.brokers[i].tasks
+    reader, after_reader = parent.brokers[i], child.brokers[i]
+    had = reader.tasks
+    tasks = after_reader.tasks
     why: list[str] = []
-    leaves_task = len(tasks) != len(had) or any(not _same_task(a, b) for a, b in zip(tasks, had, strict=True))
+    leaves_task = tasks is not had and (
+        len(tasks) != len(had) or any(not _same_task(a, b) for a, b in zip(tasks, had, strict=True))
+    )
     if "tick-clock" in candidate.reasons and not leaves_task:
         why.append("tick-clock")  # it may end the backlog, and a tick after it start a new one later
     if after.answers:
         why.append("answers")  # a lookup answer is a step the invariants check
-    if before.pending_unloads.get(i) != after.pending_unloads.get(i):
+    # (read off the broker's records as the observations hold them: its unloads and views while it runs)
+    unloads = reader.unloads if reader.alive and reader.unloads else None
+    still = after_reader.unloads if after_reader.alive and after_reader.unloads else None
+    if unloads is not still and unloads != still:
         why.append("unload")  # an unload reported done: unload-completion-matches judges this very step
-    served, serving = before.serving.get(i, frozenset()), after.serving.get(i, frozenset())
+    served, serving = reader.serving(), after_reader.serving()
     if not serving >= served:
         # single-owner reads the owned sets: a claim given up could end a breach the search has not
         # yet seen (a claim taken cannot: a breach stays a breach)
@@ -1445,8 +1459,13 @@ def _por_after(
         loads_at = child.loads_at
         if loads_at < 0 or candidate.latest - loads_at >= protocol.LOAD_REPORT_INTERVAL_MS:
             why.append("loads")
-    old_view, new_view = before.views.get(i, {}), after.views.get(i, {})
-    changed = {k for k in old_view.keys() | new_view.keys() if _differ(old_view.get(k), new_view.get(k))}
+    old_view: Mapping[str, Rec] = reader.view.data() if reader.alive else {}
+    new_view: Mapping[str, Rec] = after_reader.view.data() if after_reader.alive else {}
+    changed = (
+        set()
+        if old_view is new_view
+        else {k for k in old_view.keys() | new_view.keys() if _differ(old_view.get(k), new_view.get(k))}
+    )
     for key in changed:
         old, new = old_view.get(key), new_view.get(key)
         if old is not None and new is not None and new.version_id <= old.version_id:

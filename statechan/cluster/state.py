@@ -131,7 +131,7 @@ class Canon:
         return self.perm[broker]
 
 
-_CACHES = frozenset({"_tok", "_ch", "_sig", "_dict", "_quiet", "_data"})
+_CACHES = frozenset({"_tok", "_ch", "_sig", "_dict", "_quiet", "_data", "_owned"})
 """The slots that hold what a record works out from itself (not pickled: a worker works it out again)."""
 
 
@@ -585,7 +585,7 @@ class View(_Cached):
     keys its broker owns (Pulsar's owned set), its topic reader's position (None on the store), and
     whether it started or was closed."""
 
-    __slots__ = ("_dict", "closed", "items", "owned", "position", "seq", "started")
+    __slots__ = ("_dict", "_owned", "_sig", "closed", "items", "owned", "position", "seq", "started")
 
     def __init__(
         self,
@@ -604,6 +604,8 @@ class View(_Cached):
         self.started = started
         self.closed = closed
         self._dict: dict[str, Rec] | None = None
+        self._owned: frozenset[str] | None = None
+        self._sig: tuple[int, tuple[Any, ...]] | None = None
 
     def thaw(self) -> View:
         """A draft of the record: a shallow copy a step may change (its caches empty)."""
@@ -633,6 +635,24 @@ class View(_Cached):
 
     def form(self, c: Canon, sub: Callable[[Any], Any]) -> Form:
         return (tuple([(key, sub(rec)) for key, rec in self.entries()]), self.position, self.started, self.closed)
+
+    def owned_keys(self) -> frozenset[str]:
+        """The keys of the owned set (made once: a view is never changed)."""
+        if self._owned is None:
+            self._owned = frozenset(self.owned.keys())
+        return self._owned
+
+    def signature(self, me: int) -> tuple[Any, ...]:
+        """The items as a broker's signature (:meth:`Broker.signature`) holds them for broker ``me``:
+        each value's broker ids left out, but for whether they name ``me`` (made once per broker)."""
+        known = self._sig
+        if known is not None and known[0] == me:
+            return known[1]
+        signature = tuple(
+            (key, v.state._value_, v.version_id, v.dst_broker == me, v.source_broker == me) for key, v in self.entries()
+        )
+        self._sig = (me, signature)
+        return signature
 
 
 class TaskKind(enum.Enum):
@@ -845,7 +865,7 @@ class Broker(_Cached):
         """The bundles it believes it owns (its view's owned set), if it runs."""
         if not self.alive or self.channel not in LOOKUP_CHANNELS:
             return frozenset()
-        return frozenset(self.view.owned.keys())
+        return self.view.owned_keys()
 
     def form(self, c: Canon, sub: Callable[[Any], Any]) -> Form:
         b = c.b
@@ -917,12 +937,7 @@ class Broker(_Cached):
             len(self.lookups),
             self.leader_view is None,
             self.leader_view == (me, False),
-            tuple(
-                (key, v.state._value_, v.version_id, v.dst_broker == me, v.source_broker == me)
-                for key, v in view.entries()
-            )
-            if self.alive
-            else (),
+            view.signature(me) if self.alive else (),
             self.client.connected,
             self.client.closed,
             len(self.client.queue),

@@ -43,6 +43,7 @@ from statechan.invariants.replay import (
     light,
 )
 from statechan.invariants.violation import Violation as Violation
+from statechan.kernel import interpreted
 from statechan.keys import BadKeyError, Bundle, parse_key
 from statechan.model import DEFAULT_MODEL, StorageRules
 from statechan.observation import Observation
@@ -77,6 +78,7 @@ class KeyHistory:
     model: str = DEFAULT_MODEL
 
 
+@interpreted
 class HistoryFold:
     """One history invariant as a fold over one bundle's records, a record at a time: it holds
     what the invariant needs (never the records, but a bounded tail) and reports each violation
@@ -1065,6 +1067,7 @@ COMPACTION_CHECK_LIMIT = 400
 ``COMPACTION_CHECK_LIMIT`` points (the check is quadratic in the history's length)."""
 
 
+@interpreted
 class _CompactionDivergence(HistoryFold):
     """Readers at every position p, served the log compacted at every horizon h > p, then the tail.
 
@@ -1491,7 +1494,12 @@ def check_step(before: Observation, after: Observation, ids: Iterable[str] | Non
     return found
 
 
-_EVERY_PART: frozenset[StepPart] = frozenset(("channel", "views", "unloads"))
+_ORDER: tuple[StepPart, ...] = ("channel", "views", "unloads")
+_PARTS: dict[tuple[bool, ...], frozenset[StepPart]] = {
+    changed: frozenset(part for part, flag in zip(_ORDER, changed, strict=True) if flag)
+    for changed in itertools.product((False, True), repeat=len(_ORDER))
+}
+"""Every set of parts (by whether the channel, the views, the unloads changed), made once."""
 
 
 def changed_parts(before: Observation, after: Observation) -> frozenset[StepPart]:
@@ -1500,21 +1508,20 @@ def changed_parts(before: Observation, after: Observation) -> frozenset[StepPart
     left as they were are certainly unchanged. Every part for a hand-made observation."""
     old, new = before.state, after.state
     if before.handmade or after.handmade or old is None or new is None or len(old.brokers) != len(new.brokers):
-        return _EVERY_PART
-    parts: set[StepPart] = set()
+        return _PARTS[True, True, True]
     if before.setup.on_store:
-        if old.store.channel is not new.store.channel:
-            parts.add("channel")
-    elif old.topic.settled is not new.topic.settled:
-        parts.add("channel")
+        channel = old.store.channel is not new.store.channel
+    else:
+        channel = old.topic.settled is not new.topic.settled
+    views = unloads = False
     for was, now in zip(old.brokers, new.brokers, strict=True):
         if was is now or not (was.alive and now.alive and was.incarnation == now.incarnation):
             continue  # the same record, or not running in one incarnation in both
         if was.view is not now.view:
-            parts.add("views")
+            views = True
         if was.unloads is not now.unloads:
-            parts.add("unloads")
-    return frozenset(parts)
+            unloads = True
+    return _PARTS[channel, views, unloads]
 
 
 def step_ids(ids: Iterable[str] | None = None) -> list[str]:
