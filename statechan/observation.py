@@ -26,8 +26,9 @@ class lazy(Generic[T]):
 
     def __init__(self, compute: Callable[[Any], T]) -> None:
         self.compute = compute
-        self.name = compute.__name__
-        self.__doc__ = compute.__doc__
+        # (a compiled method is a callable without a name: __set_name__ names the accessor)
+        self.name: str = getattr(compute, "__name__", "")
+        self.__doc__ = getattr(compute, "__doc__", None)
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name

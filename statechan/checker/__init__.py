@@ -18,6 +18,7 @@ hash of its own form, so a successor's fingerprint re-hashes only what its step 
 from __future__ import annotations
 
 import enum
+import functools
 import gc
 import itertools
 import operator
@@ -414,15 +415,23 @@ BEFORE_SEARCH = "model's own checks, before searching"
 """What stopped a search the model's structural checks or missing flows kept from starting."""
 
 
+@functools.lru_cache(maxsize=32)
+def _model_checks(model: str) -> tuple[tuple[str, ...], tuple[Unreached, ...]]:
+    """The model's failed structural checks and undeclared flows, worked out once per model (a
+    model is loaded once, as :func:`~statechan.model.load_model` keeps it)."""
+    from statechan.graph import graph_problems
+
+    loaded = load_model(model)
+    return tuple(graph_problems(loaded)), tuple(undeclared_flows(loaded))
+
+
 def _model_fails(result: CheckResult) -> bool:
     """The model's structural checks and the flows its operations need, before any search: a
     protocol that cannot do a flow fails naming it, whatever the bound (a search at a bound that
     issues no unload could not tell a model without one). Fills ``result`` and says whether it failed."""
-    from statechan.graph import graph_problems
-
-    model = load_model(result.config().variant.model)
-    result.model_problems = graph_problems(model)
-    result.never_reached = undeclared_flows(model)
+    problems, undeclared = _model_checks(result.config().variant.model)
+    result.model_problems = list(problems)
+    result.never_reached = list(undeclared)
     if result.model_problems or result.never_reached:
         result.complete = False
         result.stopped = BEFORE_SEARCH
@@ -1020,9 +1029,14 @@ class _Expander:
                 step = _Step(action, tuple(made), position=len(expansion.steps))
                 after = before.successor(child, outcome.answers)
                 step.pairs = _channel_transitions(before.channel, after.channel)
-                if reader is not None and reader in after.views:
+                if reader is not None and child.brokers[reader].alive:
                     # what the delivering broker's view took: after a compaction, edges no writer takes
-                    step.pairs += _view_transitions(before.views.get(reader, {}), after.views[reader])
+                    # (its view as the observations hold it, read off its records)
+                    was = state.brokers[reader]
+                    if was.view is not child.brokers[reader].view or not was.alive:
+                        step.pairs += _view_transitions(
+                            was.view.data() if was.alive else {}, child.brokers[reader].view.data()
+                        )
                 # a step that spends no budget shares its parent's record of what was spent (never
                 # changed in place); the key's suffix is worked out once per kind a combination spends
                 child_spent = spent

@@ -634,7 +634,7 @@ class View(_Cached):
         return self._dict
 
     def form(self, c: Canon, sub: Callable[[Any], Any]) -> Form:
-        return (tuple([(key, sub(rec)) for key, rec in self.entries()]), self.position, self.started, self.closed)
+        return (tuple([(key, sub(rec)) for key, rec in self.data().items()]), self.position, self.started, self.closed)
 
     def owned_keys(self) -> frozenset[str]:
         """The keys of the owned set (made once: a view is never changed)."""
@@ -649,7 +649,8 @@ class View(_Cached):
         if known is not None and known[0] == me:
             return known[1]
         signature = tuple(
-            (key, v.state._value_, v.version_id, v.dst_broker == me, v.source_broker == me) for key, v in self.entries()
+            (key, v.state._value_, v.version_id, v.dst_broker == me, v.source_broker == me)
+            for key, v in self.data().items()
         )
         self._sig = (me, signature)
         return signature
