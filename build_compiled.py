@@ -29,10 +29,13 @@ KERNEL = (
     "statechan/observation.py",
     "statechan/invariants/catalogue.py",
     "statechan/checker/__init__.py",
+    "statechan/checker/compact.py",
+    "statechan/checker/table.py",
 )
 """The compiled modules, one shared library: the cluster state (its records, drafts and canonical
 hashes), the protocol's step, the observation and the invariants the checker evaluates on every
-state and step, and the checker's expansion, fingerprints and reduction. A class that must stay a
+state and step, the checker's expansion, fingerprints and reduction, and its compact search loop
+and visited set. A class that must stay a
 Python class (one whose instances keep a ``__dict__``, pickle to a worker, or derive from a built-in
 exception) is marked :func:`statechan.kernel.interpreted`."""
 

@@ -37,6 +37,7 @@ from statechan.checker.frontier import LevelFile, Source
 from statechan.checker.table import FingerprintTable, key64
 from statechan.cluster.actions import Action
 from statechan.cluster.state import ClusterState
+from statechan.kernel import interpreted
 from statechan.observation import Observation
 
 if TYPE_CHECKING:
@@ -329,6 +330,7 @@ def search(
     result.peak_memory_mb = peak_resident_mb()
 
 
+@interpreted
 class Local(Source):
     """Expansions made in this process, from the level's states on disk (or held)."""
 
