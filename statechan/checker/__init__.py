@@ -986,7 +986,7 @@ class _Expander:
                     break
                 child_spent = spent
                 if kind is not None:
-                    child_spent = spent.copy()
+                    child_spent = _copied(spent)
                     child_spent[kind] += 1
                 yield at, action, tuple(outcome.picks), outcome.state, child_spent
                 at += 1
@@ -1041,7 +1041,7 @@ class _Expander:
                 # changed in place); the key's suffix is worked out once per kind a combination spends
                 child_spent = spent
                 if kind is not None:
-                    child_spent = spent.copy()
+                    child_spent = _copied(spent)
                     child_spent[kind] += 1
                 step.key = self.key_of(child, child_spent, budgets.after(kind, child_spent, budget))
                 step.own_checks = bool(outcome.answers)
@@ -1096,6 +1096,14 @@ class _Expander:
 
 
 _ADMIN_TYPES: tuple[type[Action], ...] = (Transfer, Split, Unload)
+
+
+def _copied(spent: Counter[str]) -> Counter[str]:
+    """A copy of the budgets spent (``Counter.copy`` goes through ``Counter.update``'s Python code;
+    a dict's update is C's)."""
+    copy: Counter[str] = Counter()
+    dict.update(copy, spent)
+    return copy
 
 
 def _outcomes(state: ClusterState, action: Action, setup: protocol.Setup) -> Iterator[protocol.Outcome | None]:

@@ -22,6 +22,7 @@ transitions, verdict and shortest counterexample (``tests/test_search_compact.py
 from __future__ import annotations
 
 import bisect
+import gc
 import itertools
 import shutil
 import tempfile
@@ -131,7 +132,7 @@ def search(
     each level's states past the first ``keep`` (:data:`~statechan.checker.frontier.KEEP`) on disk.
     With ``workers`` > 1 the states are expanded in that many processes
     (:class:`~statechan.checker.parallel.Workers`) and merged here in the order one process takes them."""
-    from statechan.checker import FingerprintCollision, _counted, frontier, resident_mb, settled
+    from statechan.checker import GC_YOUNGEST, FingerprintCollision, _counted, frontier, resident_mb, settled
     from statechan.invariants.catalogue import check as check_invariants
 
     keep = frontier.KEEP if keep is None else keep
@@ -214,6 +215,10 @@ def search(
     folder = Path(tempfile.mkdtemp(prefix="statechan-search-", dir=spill_dir))
     disk_peak = 0
     sources: list[Source] = []
+    # the cycle collector's youngest generation runs less often, as in the in-memory search (the
+    # search's many short-lived containers hold no cycles); the caller's setting is put back
+    collector = gc.get_threshold()
+    gc.set_threshold(max(collector[0], GC_YOUNGEST), *collector[1:])
     try:
         if visitor is not None:
             visitor(root, dict(expander.budget))
@@ -310,6 +315,7 @@ def search(
     except _Stop:
         pass
     finally:
+        gc.set_threshold(*collector)
         for source in sources:
             disk_peak = source.disk_peak
             source.close()
