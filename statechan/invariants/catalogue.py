@@ -1544,6 +1544,12 @@ def _with_form(ids: Iterable[str] | None, form: str, quiescent: bool = True) -> 
     field: ``cluster_check``, ``action_check``) and apply (those checked ``when="quiescent"``
     only where ``quiescent``), worked out once per set of ids, form and quiescence: the model
     checker asks on every transition."""
+    if ids is None or isinstance(ids, tuple):
+        # the same tuple as the last call (the checker passes its own on every state and step):
+        # what that call worked out, without hashing every id again
+        last = _LAST_FORM.get((form, quiescent))
+        if last is not None and last[0] is ids and last[1] == _REVISION[0]:
+            return last[2]
     key = (form, None if ids is None else tuple(ids), quiescent)
     known = _FORMS.get(key)
     if known is None or known[0] != _REVISION[0]:
@@ -1551,11 +1557,16 @@ def _with_form(ids: Iterable[str] | None, form: str, quiescent: bool = True) -> 
             inv for inv in _chosen(key[1]) if getattr(inv, form) is not None and (quiescent or inv.when != "quiescent")
         )
         known = _FORMS[key] = (_REVISION[0], chosen)
+    if ids is None or isinstance(ids, tuple):
+        _LAST_FORM[form, quiescent] = (ids, known[0], known[1])
     return known[1]
 
 
 _FORMS: dict[tuple[str, tuple[str, ...] | None, bool], tuple[int, tuple[Invariant, ...]]] = {}
 """What :func:`_with_form` worked out, with the catalogue's revision it read."""
+_LAST_FORM: dict[tuple[str, bool], tuple[tuple[str, ...] | None, int, tuple[Invariant, ...]]] = {}
+"""Per form and quiescence, the ids (a tuple, or None) :func:`_with_form` was last asked for, the
+catalogue's revision and the answer."""
 
 
 def record_checks(ids: Iterable[str] | None = None) -> RecordChecks:
