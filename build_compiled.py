@@ -26,11 +26,18 @@ ROOT = Path(__file__).resolve().parent
 KERNEL = (
     "statechan/cluster/state.py",
     "statechan/cluster/protocol.py",
+    "statechan/observation.py",
+    "statechan/invariants/catalogue.py",
+    "statechan/checker/__init__.py",
+    "statechan/checker/compact.py",
+    "statechan/checker/table.py",
 )
 """The compiled modules, one shared library: the cluster state (its records, drafts and canonical
-hashes) and the protocol's step. The checker, the catalogue and the observation compile only with
-changes to their classes (decorated classes deriving from plain ones, a descriptor that names the
-function it wraps, an exception deriving from ``AssertionError``)."""
+hashes), the protocol's step, the observation and the invariants the checker evaluates on every
+state and step, the checker's expansion, fingerprints and reduction, and its compact search loop
+and visited set. A class that must stay a
+Python class (one whose instances keep a ``__dict__``, pickle to a worker, or derive from a built-in
+exception) is marked :func:`statechan.kernel.interpreted`."""
 
 MYPY_CONFIG = """[mypy]
 strict = True
@@ -39,6 +46,11 @@ plugins = pydantic.mypy
 ignore_missing_imports = True
 """
 """Type-checking options for the compile (the project's own, without its list of files)."""
+
+
+def module_name(dotted: str) -> str:
+    """The module a source file is (a package's ``__init__`` is the package)."""
+    return dotted.removesuffix(".__init__")
 
 
 def sha256(path: Path) -> str:
@@ -80,12 +92,12 @@ def build(out: Path, jobs: int, kernel: tuple[str, ...] = KERNEL) -> dict[str, o
         path = lib / (extension.name.replace(".", "/") + suffix)
         if not path.exists():
             raise SystemExit(f"the compile did not make {path}")
-        extensions[extension.name] = str(path.relative_to(out))
+        extensions[module_name(extension.name)] = str(path.relative_to(out))
     manifest: dict[str, object] = {
         "python": sys.implementation.cache_tag,
         "suffix": suffix,
         "extensions": extensions,
-        "sources": {source[:-3].replace("/", "."): sha256(ROOT / source) for source in kernel},
+        "sources": {module_name(source[:-3].replace("/", ".")): sha256(ROOT / source) for source in kernel},
         "seconds": round(time.monotonic() - started, 1),
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")

@@ -4,6 +4,12 @@ it are skipped with the reason when it cannot be installed or started)."""
 
 from __future__ import annotations
 
+import os
+
+# the suite runs the pure-Python kernel, whatever is built (tests patch its modules' functions, which
+# a compiled module calls directly); tests/test_compiled.py runs the compiled one in its own interpreters
+os.environ.setdefault("STATECHAN_KERNEL", "pure")
+
 from collections.abc import Callable, Iterator
 
 import pytest

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
+from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = Path(os.environ.get("STATECHAN_KERNEL_DIR") or ROOT / "build" / "compiled")
@@ -51,8 +52,37 @@ class _Finder(importlib.abc.MetaPathFinder):
         where = self.extensions.get(fullname)
         if where is None:
             return None
-        loader = importlib.machinery.ExtensionFileLoader(fullname, str(where))
-        return importlib.util.spec_from_file_location(fullname, where, loader=loader)
+        package = _source(fullname)
+        # a compiled package keeps its folder as its path: its other modules load from the sources
+        search = [str(package.parent)] if package.name == "__init__.py" else None
+        loader = _Loader(fullname, str(where), search)
+        return importlib.util.spec_from_file_location(fullname, where, loader=loader, submodule_search_locations=search)
+
+
+class _Loader(importlib.machinery.ExtensionFileLoader):
+    """Loads a compiled module; a compiled package's path is its source folder (where the modules
+    that are not compiled are), not the build's."""
+
+    def __init__(self, fullname: str, path: str, search: list[str] | None) -> None:
+        super().__init__(fullname, path)
+        self.search = search
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType:
+        module = super().create_module(spec)
+        if self.search is not None:
+            module.__path__ = self.search
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        super().exec_module(module)
+        if self.search is not None:
+            module.__path__ = self.search
+
+
+def _source(module: str) -> Path:
+    """The source file of a module of the library (a package's is its ``__init__.py``)."""
+    base = ROOT / module.replace(".", "/")
+    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
 
 
 def _usable(build: Path) -> tuple[dict[str, Path], list[str], str | None]:
@@ -70,13 +100,24 @@ def _usable(build: Path) -> tuple[dict[str, Path], list[str], str | None]:
     if suffix != sysconfig.get_config_var("EXT_SUFFIX"):
         return {}, [], f"the compiled build in {build} is for another Python ({suffix}): make compiled"
     for module, digest in sources.items():
-        source = ROOT / (module.replace(".", "/") + ".py")
+        source = _source(module)
         if not source.exists() or hashlib.sha256(source.read_bytes()).hexdigest() != digest:
             return {}, [], f"{source.relative_to(ROOT)} changed since the compiled build: make compiled"
     missing = [str(path) for path in extensions.values() if not path.exists()]
     if missing:
         return {}, [], f"the compiled build lacks {', '.join(missing)}: make compiled"
     return extensions, list(sources), None
+
+
+C = TypeVar("C", bound=type)
+
+
+def interpreted(cls: C) -> C:
+    """Keeps a class of a compiled module a regular Python class (the identity at run time: mypyc
+    compiles a class whose decorator it does not know as one). For a class whose instances keep a
+    ``__dict__`` (an observation's accessors), pickle as Python's do (what a worker sends back), or
+    derive from a built-in exception, or whose subclasses are decorated."""
+    return cls
 
 
 _state: dict[str, object] = {"kernel": "pure", "modules": [], "why": "not chosen yet"}

@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar, overload
 from statechan.cluster.config import ChannelConfig, SimConfig
 from statechan.cluster.protocol import Setup, channel_values, quiescent, setup, syncer_differences
 from statechan.cluster.state import ChannelState, ClusterState, Elected, LookupAnswer, Rec
+from statechan.kernel import interpreted
 from statechan.states import StorageType
 
 __all__ = ["LookupAnswer", "Observation"]
@@ -18,14 +19,16 @@ __all__ = ["LookupAnswer", "Observation"]
 T = TypeVar("T")
 
 
+@interpreted
 class lazy(Generic[T]):
     """An accessor worked out on first use and kept in the instance (``functools.cached_property``
     without its lock: an observation is read by one thread, and the lock cost a tenth of a check)."""
 
     def __init__(self, compute: Callable[[Any], T]) -> None:
         self.compute = compute
-        self.name = compute.__name__
-        self.__doc__ = compute.__doc__
+        # (a compiled method is a callable without a name: __set_name__ names the accessor)
+        self.name: str = getattr(compute, "__name__", "")
+        self.__doc__ = getattr(compute, "__doc__", None)
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
@@ -42,6 +45,7 @@ class lazy(Generic[T]):
         return value
 
 
+@interpreted
 class Observation:
     """A cluster's state as the invariants see it at one step, with the answers of that step.
     Brokers are ids (``0`` is ``broker-1:8080``); views, serving sets and the like list the
@@ -52,6 +56,8 @@ class Observation:
         self.setup = setup
         self.answers: tuple[LookupAnswer, ...] = tuple(answers)
         """The lookup answers the step gave (every answer is in one step's observation)."""
+        self.handmade = False
+        """Some accessors answer values given, not read off the state (:meth:`of`, :meth:`replace`)."""
 
     @classmethod
     def of(cls, config: SimConfig, **fields: Any) -> Observation:
@@ -59,6 +65,7 @@ class Observation:
         each accessor named in ``fields`` answers its value; the others need a state."""
         obs = cls(None, setup(config))  # type: ignore[arg-type]
         obs.__dict__.update(fields)
+        obs.handmade = True
         return obs
 
     def replace(self, **fields: Any) -> Observation:
@@ -66,6 +73,19 @@ class Observation:
         obs = Observation(self.state, self.setup, self.answers)
         obs.__dict__.update({k: v for k, v in self.__dict__.items() if k not in ("state", "setup")})
         obs.__dict__.update(fields)
+        obs.handmade = True
+        return obs
+
+    def successor(self, state: ClusterState, answers: Iterable[LookupAnswer] = ()) -> Observation:
+        """The observation of ``state``, which a step made from this one's state, with ``answers``:
+        what this one worked out from records the step did not replace (the very objects) it
+        takes as it is, instead of working it out again."""
+        obs = Observation(state, self.setup, answers)
+        if self.handmade:
+            return obs
+        known = self.__dict__
+        if "channel" in known and self.setup.on_store and self.state.store.channel is state.store.channel:
+            obs.__dict__["channel"] = known["channel"]
         return obs
 
     @property

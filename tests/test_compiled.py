@@ -17,13 +17,14 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from statechan import kernel
-from statechan.checker import Bounds
+from statechan.checker import Bounds, checker_config
 from statechan.cluster import protocol
 from statechan.cluster.config import SimConfig, StoreKind
 from statechan.cluster.state import _CACHES, Broker, ClusterState, Cold, Syncer, Topic
@@ -215,3 +216,84 @@ def test_the_compiled_kernel_gives_the_checker_the_same_results_as_the_pure_one(
     assert by_name["bug 20110"][5] is not None
     assert by_name["metadata store"][5] is None
     assert Bounds().brokers == 2  # the default bound the first cases name
+
+
+# -- what the checker works out once and shares, against working it out again ---------------------
+SHORTCUT_RUNS = [
+    ("system-topic", "current", {"crashes": 1, "restarts": 1}, 1200),
+    ("metadata-store", "current", {"session_losses": 1}, 1200),
+    ("metadata-store", "24186", {"lookups": 2, "admin": 0, "ticks": 1}, 1200),
+    ("system-topic", "21721", {"admin": 0, "ticks": 3, "tombstone_delay_s": 30}, 1200),
+    ("system-topic", "22379", {"admin_kinds": ("transfer",), "shutdowns": 1, "ticks": 0}, 1600),
+]
+"""Runs whose steps crash, restart and lose sessions, and three historical bugs that break the
+step invariants (version-monotonic, no-spurious-takeover, unload-completion-matches)."""
+
+
+def _steps(store: str, variant: str, bounds: dict[str, Any], limit: int = 1200) -> list[tuple[Any, Any]]:
+    """Up to ``limit`` (state, successor) pairs, breadth first from the root of ``bounds`` (each
+    distinct state expanded once, as the checker does)."""
+    from statechan.checker import _expander
+    from statechan.invariants.catalogue import simulation_ids
+
+    expander = _expander(Bounds(**bounds), StoreKind(store), variant, True, simulation_ids(), False)
+    queue: list[tuple[Any, Counter[str]]] = [(expander.root, Counter())]
+    pairs: list[tuple[Any, Any]] = []
+    seen: set[bytes] = set()
+    while queue and len(pairs) < limit:
+        state, spent = queue.pop(0)
+        for _, _, child, child_spent in expander.branches(state, spent):
+            pairs.append((state, child))
+            key = expander.key_of(child, child_spent)
+            if key not in seen:
+                seen.add(key)
+                queue.append((child, child_spent))
+    return pairs
+
+
+@pytest.mark.parametrize(
+    ("store", "variant", "bounds", "limit"), SHORTCUT_RUNS, ids=[f"{s}-{v}" for s, v, _, _ in SHORTCUT_RUNS]
+)
+def test_what_the_checker_skips_or_takes_from_a_parent_is_what_working_it_out_again_gives(
+    store: str, variant: str, bounds: dict[str, Any], limit: int
+) -> None:
+    """The step invariants skipped where the parts they read are the very records of the parent
+    (``check_step``), the changes read off the brokers' records, a successor's observation that
+    takes its parent's channel, and the records' cached signatures: each equals its long way."""
+    from statechan.invariants import catalogue
+    from statechan.observation import Observation
+
+    setup = protocol.setup(checker_config(Bounds(**bounds), StoreKind(store), variant))
+    steps = [inv for inv in catalogue.CATALOGUE.values() if inv.action_check is not None]
+    found = 0
+    pairs = _steps(store, variant, bounds, limit)
+    assert len(pairs) >= 250
+    for state, child in pairs:
+        before = Observation(state, setup)
+        before.channel  # noqa: B018 - worked out, so the successor takes it
+        after = before.successor(child)
+        plain_before, plain_after = before.replace(), Observation(child, setup).replace()
+        assert dict(after.channel) == dict(plain_after.channel)
+        # the long way: every step invariant on observations that take no shortcut
+        every = [v for inv in steps for v in inv.action_check(plain_before, plain_after)]  # type: ignore[misc]
+        quick = catalogue.check_step(before, after, [inv.id for inv in steps])
+        assert [str(v) for v in quick] == [str(v) for v in every]
+        found += len(every)
+        changes, plain = catalogue._Changes(before, after), catalogue._Changes(plain_before, plain_after)
+        assert changes.channel == plain.channel
+        assert changes.views == plain.views
+        unchanged = {"channel", "views", "unloads"} - catalogue.changed_parts(before, after)
+        running = [b for b in state.brokers if b.alive and child.brokers[b.id].alive]
+        running = [b for b in running if b.incarnation == child.brokers[b.id].incarnation]
+        if "channel" in unchanged:
+            assert dict(plain_before.channel) == dict(plain_after.channel)
+        if "views" in unchanged:
+            assert all(plain_before.views[b.id] == plain_after.views[b.id] for b in running)
+        if "unloads" in unchanged:
+            assert all(b.unloads == child.brokers[b.id].unloads for b in running)
+        for broker in child.brokers:
+            fresh = broker.thaw()
+            assert fresh.signature(True) == broker.signature(True)
+            assert fresh.serving() == broker.serving() == frozenset(broker.view.owned.keys()) or not broker.alive
+    if variant != "current":
+        assert found, "the bug's run breaks a step invariant within the steps taken"

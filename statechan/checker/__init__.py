@@ -18,6 +18,7 @@ hash of its own form, so a successor's fingerprint re-hashes only what its step 
 from __future__ import annotations
 
 import enum
+import functools
 import gc
 import itertools
 import operator
@@ -47,6 +48,7 @@ from statechan.cluster.state import (
     broker_name,
 )
 from statechan.collector import fewer
+from statechan.kernel import interpreted
 from statechan.model import load_model
 from statechan.observation import Observation
 from statechan.states import IN_FLIGHT, ServiceUnitState
@@ -91,6 +93,7 @@ _TOKENS = itertools.count(1)
 """Canonical contexts' tokens, unique in the process (records cache their form's hash by token)."""
 
 
+@interpreted
 class FingerprintCollision(AssertionError):
     """Two different states hashed to one fingerprint: the search would have merged them."""
 
@@ -111,6 +114,8 @@ class Fingerprinter:
         self.producers = producers
         """Whether a message's producer is part of the state: only the syncer reads it (its echoes)."""
         self._contexts: dict[tuple[int, Perm], Canon] = {}
+        self._perms: dict[tuple[int, ...], Perm] = {}
+        """The renaming that numbers the brokers in each order met (:func:`_perm`)."""
 
     def __call__(self, state: ClusterState) -> bytes:
         return self.digest(self.canonical(state)[0])
@@ -155,18 +160,25 @@ class Fingerprinter:
         (descending, as the first broker is usually the leader: the identity then is the one
         renaming)."""
         registry = state.store.registry
-        signature = {b.id: b.signature(b.id in registry) for b in state.brokers}
-        if len(set(signature.values())) == len(signature):
-            order = sorted(signature, key=signature.__getitem__, reverse=True)
-            return [_perm(order)]
+        signatures = [b.signature(b.id in registry) for b in state.brokers]
+        ordered = sorted(range(len(signatures)), key=signatures.__getitem__, reverse=True)
+        if all(signatures[one] != signatures[other] for one, other in itertools.pairwise(ordered)):
+            # no two alike (the usual case): one renaming, worked out once per order
+            key = tuple(ordered)
+            found = self._perms.get(key, _UNSEEN)
+            if found is _UNSEEN:
+                found = self._perms[key] = _perm(ordered)
+            return [found]  # type: ignore[list-item]
         runs: list[list[int]] = []
-        ordered = sorted(signature, key=signature.__getitem__, reverse=True)
-        for _, tied in itertools.groupby(ordered, key=signature.__getitem__):
+        for _, tied in itertools.groupby(ordered, key=signatures.__getitem__):
             runs.append(list(tied))
         perms: list[Perm] = []
         for orders in itertools.product(*(itertools.permutations(run) for run in runs)):
             perms.append(_perm([broker for order in orders for broker in order]))
         return perms
+
+
+_UNSEEN = object()
 
 
 def _perm(order: Sequence[int]) -> Perm:
@@ -177,6 +189,7 @@ def _perm(order: Sequence[int]) -> Perm:
     return None if all(old == new for old, new in enumerate(perm)) else tuple(perm)
 
 
+@interpreted
 @dataclass(slots=True)
 class Node:
     parent: int
@@ -202,6 +215,7 @@ class Engine(enum.Enum):
     (``keep_graph``) and the worker pool (``workers`` > 1) need."""
 
 
+@interpreted
 @dataclass
 class CheckResult:
     """What a check covered and what it found."""
@@ -399,15 +413,23 @@ BEFORE_SEARCH = "model's own checks, before searching"
 """What stopped a search the model's structural checks or missing flows kept from starting."""
 
 
+@functools.lru_cache(maxsize=32)
+def _model_checks(model: str) -> tuple[tuple[str, ...], tuple[Unreached, ...]]:
+    """The model's failed structural checks and undeclared flows, worked out once per model (a
+    model is loaded once, as :func:`~statechan.model.load_model` keeps it)."""
+    from statechan.graph import graph_problems
+
+    loaded = load_model(model)
+    return tuple(graph_problems(loaded)), tuple(undeclared_flows(loaded))
+
+
 def _model_fails(result: CheckResult) -> bool:
     """The model's structural checks and the flows its operations need, before any search: a
     protocol that cannot do a flow fails naming it, whatever the bound (a search at a bound that
     issues no unload could not tell a model without one). Fills ``result`` and says whether it failed."""
-    from statechan.graph import graph_problems
-
-    model = load_model(result.config().variant.model)
-    result.model_problems = graph_problems(model)
-    result.never_reached = undeclared_flows(model)
+    problems, undeclared = _model_checks(result.config().variant.model)
+    result.model_problems = list(problems)
+    result.never_reached = list(undeclared)
     if result.model_problems or result.never_reached:
         result.complete = False
         result.stopped = BEFORE_SEARCH
@@ -746,6 +768,7 @@ def _after_search(
 
 
 # -- expanding a state (one worker, or several) ------------------------------------------------------
+@interpreted
 @dataclass(slots=True)
 class _Step:
     """One action (with one placement pick) taken from a state, and what it led to."""
@@ -777,6 +800,7 @@ class _Step:
     takes it again from this number alone: the compact search keeps it instead of the action)."""
 
 
+@interpreted
 @dataclass
 class _Expansion:
     steps: list[_Step]
@@ -842,12 +866,14 @@ class _Expander:
         self.budget = bounds.budget()
         self.fingerprint = fingerprint
         self.ids = ids
+        self._ids = tuple(ids)
+        """The ids as the catalogue keys what it works out for them (a tuple, not copied per check)."""
         from statechan.invariants.catalogue import check, check_step, step_ids
 
         self._check, self._check_step = check, check_step
         """The catalogue's checks (imported here: the catalogue loads with the first search)."""
         self.agree = "views-converge" in ids
-        self.steps = step_ids(ids)
+        self.steps = tuple(step_ids(ids))
         """The step invariants among ``ids`` (checked on every transition)."""
         self.keep_graph = keep_graph
         self.values = values
@@ -953,7 +979,7 @@ class _Expander:
                     break
                 child_spent = spent
                 if kind is not None:
-                    child_spent = spent.copy()
+                    child_spent = _copied(spent)
                     child_spent[kind] += 1
                 yield at, action, tuple(outcome.picks), outcome.state, child_spent
                 at += 1
@@ -994,16 +1020,21 @@ class _Expander:
                 made = outcome.picks
                 child = outcome.state
                 step = _Step(action, tuple(made), position=len(expansion.steps))
-                after = Observation(child, setup, outcome.answers)
+                after = before.successor(child, outcome.answers)
                 step.pairs = _channel_transitions(before.channel, after.channel)
-                if reader is not None and reader in after.views:
+                if reader is not None and child.brokers[reader].alive:
                     # what the delivering broker's view took: after a compaction, edges no writer takes
-                    step.pairs += _view_transitions(before.views.get(reader, {}), after.views[reader])
+                    # (its view as the observations hold it, read off its records)
+                    was = state.brokers[reader]
+                    if was.view is not child.brokers[reader].view or not was.alive:
+                        step.pairs += _view_transitions(
+                            was.view.data() if was.alive else {}, child.brokers[reader].view.data()
+                        )
                 # a step that spends no budget shares its parent's record of what was spent (never
                 # changed in place); the key's suffix is worked out once per kind a combination spends
                 child_spent = spent
                 if kind is not None:
-                    child_spent = spent.copy()
+                    child_spent = _copied(spent)
                     child_spent[kind] += 1
                 step.key = self.key_of(child, child_spent, budgets.after(kind, child_spent, budget))
                 step.own_checks = bool(outcome.answers)
@@ -1038,13 +1069,13 @@ class _Expander:
                     step.label = state_label(child) if self.keep_graph else ""
                     if visitor is not None:
                         visitor(child, {kind: budget[kind] - child_spent[kind] for kind in budget})
-                    step.broken += check_invariants(after, self.ids)
+                    step.broken += check_invariants(after, self._ids)
                     step.state, step.spent = child, child_spent
                     step.obs = None if outcome.answers else after
                 elif outcome.answers:
                     # the answers a step gave are its own (not the state's): checked on every
                     # step that gives some, also one that leads back to a known state
-                    step.broken += check_invariants(after, self.ids)
+                    step.broken += check_invariants(after, self._ids)
                 expansion.steps.append(step)
                 if exact and step.broken:
                     return expansion
@@ -1058,6 +1089,14 @@ class _Expander:
 
 
 _ADMIN_TYPES: tuple[type[Action], ...] = (Transfer, Split, Unload)
+
+
+def _copied(spent: Counter[str]) -> Counter[str]:
+    """A copy of the budgets spent (``Counter.copy`` goes through ``Counter.update``'s Python code;
+    a dict's update is C's)."""
+    copy: Counter[str] = Counter()
+    dict.update(copy, spent)
+    return copy
 
 
 def _outcomes(state: ClusterState, action: Action, setup: protocol.Setup) -> Iterator[protocol.Outcome | None]:
@@ -1409,17 +1448,23 @@ def _por_after(
 
     child = outcome.state
     i = broker_id(candidate.action.broker)
-    had = parent.brokers[i].tasks
-    tasks = child.brokers[i].tasks
+    reader, after_reader = parent.brokers[i], child.brokers[i]
+    had = reader.tasks
+    tasks = after_reader.tasks
     why: list[str] = []
-    leaves_task = len(tasks) != len(had) or any(not _same_task(a, b) for a, b in zip(tasks, had, strict=True))
+    leaves_task = tasks is not had and (
+        len(tasks) != len(had) or any(not _same_task(a, b) for a, b in zip(tasks, had, strict=True))
+    )
     if "tick-clock" in candidate.reasons and not leaves_task:
         why.append("tick-clock")  # it may end the backlog, and a tick after it start a new one later
     if after.answers:
         why.append("answers")  # a lookup answer is a step the invariants check
-    if before.pending_unloads.get(i) != after.pending_unloads.get(i):
+    # (read off the broker's records as the observations hold them: its unloads and views while it runs)
+    unloads = reader.unloads if reader.alive and reader.unloads else None
+    still = after_reader.unloads if after_reader.alive and after_reader.unloads else None
+    if unloads is not still and unloads != still:
         why.append("unload")  # an unload reported done: unload-completion-matches judges this very step
-    served, serving = before.serving.get(i, frozenset()), after.serving.get(i, frozenset())
+    served, serving = reader.serving(), after_reader.serving()
     if not serving >= served:
         # single-owner reads the owned sets: a claim given up could end a breach the search has not
         # yet seen (a claim taken cannot: a breach stays a breach)
@@ -1429,8 +1474,13 @@ def _por_after(
         loads_at = child.loads_at
         if loads_at < 0 or candidate.latest - loads_at >= protocol.LOAD_REPORT_INTERVAL_MS:
             why.append("loads")
-    old_view, new_view = before.views.get(i, {}), after.views.get(i, {})
-    changed = {k for k in old_view.keys() | new_view.keys() if _differ(old_view.get(k), new_view.get(k))}
+    old_view: Mapping[str, Rec] = reader.view.data() if reader.alive else {}
+    new_view: Mapping[str, Rec] = after_reader.view.data() if after_reader.alive else {}
+    changed = (
+        set()
+        if old_view is new_view
+        else {k for k in old_view.keys() | new_view.keys() if _differ(old_view.get(k), new_view.get(k))}
+    )
     for key in changed:
         old, new = old_view.get(key), new_view.get(key)
         if old is not None and new is not None and new.version_id <= old.version_id:

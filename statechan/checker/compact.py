@@ -22,6 +22,7 @@ transitions, verdict and shortest counterexample (``tests/test_search_compact.py
 from __future__ import annotations
 
 import bisect
+import gc
 import itertools
 import shutil
 import tempfile
@@ -37,6 +38,8 @@ from statechan.checker.frontier import LevelFile, Source
 from statechan.checker.table import FingerprintTable, key64
 from statechan.cluster.actions import Action
 from statechan.cluster.state import ClusterState
+from statechan.collector import fewer
+from statechan.kernel import interpreted
 from statechan.observation import Observation
 
 if TYPE_CHECKING:
@@ -213,6 +216,7 @@ def search(
     folder = Path(tempfile.mkdtemp(prefix="statechan-search-", dir=spill_dir))
     disk_peak = 0
     sources: list[Source] = []
+    collector = fewer()  # statechan.collector: put back when the search ends
     try:
         if visitor is not None:
             visitor(root, dict(expander.budget))
@@ -309,6 +313,7 @@ def search(
     except _Stop:
         pass
     finally:
+        gc.set_threshold(*collector)
         for source in sources:
             disk_peak = source.disk_peak
             source.close()
@@ -329,6 +334,7 @@ def search(
     result.peak_memory_mb = peak_resident_mb()
 
 
+@interpreted
 class Local(Source):
     """Expansions made in this process, from the level's states on disk (or held)."""
 

@@ -102,10 +102,13 @@ class Canon:
     producers count (only the syncer reads them). ``token`` identifies the context for the records'
     caches (one per distinct context, given by the fingerprinter)."""
 
-    __slots__ = ("cap", "h", "now", "perm", "producers", "token", "v")
+    __slots__ = ("cap", "h", "now", "perm", "producers", "timers", "token", "v")
 
     def __init__(self, now: int, cap: int, perm: tuple[int, ...] | None, producers: bool, token: int) -> None:
         self.now, self.cap, self.perm, self.producers, self.token = now, cap, perm, producers, token
+        self.timers: tuple[tuple[Timer, ...], tuple[Timer, ...], Form] | None = None
+        """The last timers a state's form took in this context: the timers, in the form's order,
+        and their forms (states that share their timers, as siblings do, work them out once)."""
 
         def h(record: _Cached) -> int:
             return record._ch if record._tok == token else record.ch(self)
@@ -128,7 +131,7 @@ class Canon:
         return self.perm[broker]
 
 
-_CACHES = frozenset({"_tok", "_ch", "_sig", "_dict", "_quiet", "_data"})
+_CACHES = frozenset({"_tok", "_ch", "_sig", "_dict", "_quiet", "_data", "_owned"})
 """The slots that hold what a record works out from itself (not pickled: a worker works it out again)."""
 
 
@@ -582,7 +585,7 @@ class View(_Cached):
     keys its broker owns (Pulsar's owned set), its topic reader's position (None on the store), and
     whether it started or was closed."""
 
-    __slots__ = ("_dict", "closed", "items", "owned", "position", "seq", "started")
+    __slots__ = ("_dict", "_owned", "_sig", "closed", "items", "owned", "position", "seq", "started")
 
     def __init__(
         self,
@@ -601,6 +604,8 @@ class View(_Cached):
         self.started = started
         self.closed = closed
         self._dict: dict[str, Rec] | None = None
+        self._owned: frozenset[str] | None = None
+        self._sig: tuple[int, tuple[Any, ...]] | None = None
 
     def thaw(self) -> View:
         """A draft of the record: a shallow copy a step may change (its caches empty)."""
@@ -629,7 +634,26 @@ class View(_Cached):
         return self._dict
 
     def form(self, c: Canon, sub: Callable[[Any], Any]) -> Form:
-        return (tuple([(key, sub(rec)) for key, rec in self.entries()]), self.position, self.started, self.closed)
+        return (tuple([(key, sub(rec)) for key, rec in self.data().items()]), self.position, self.started, self.closed)
+
+    def owned_keys(self) -> frozenset[str]:
+        """The keys of the owned set (made once: a view is never changed)."""
+        if self._owned is None:
+            self._owned = frozenset(self.owned.keys())
+        return self._owned
+
+    def signature(self, me: int) -> tuple[Any, ...]:
+        """The items as a broker's signature (:meth:`Broker.signature`) holds them for broker ``me``:
+        each value's broker ids left out, but for whether they name ``me`` (made once per broker)."""
+        known = self._sig
+        if known is not None and known[0] == me:
+            return known[1]
+        signature = tuple(
+            (key, v.state._value_, v.version_id, v.dst_broker == me, v.source_broker == me)
+            for key, v in self.data().items()
+        )
+        self._sig = (me, signature)
+        return signature
 
 
 class TaskKind(enum.Enum):
@@ -842,7 +866,7 @@ class Broker(_Cached):
         """The bundles it believes it owns (its view's owned set), if it runs."""
         if not self.alive or self.channel not in LOOKUP_CHANNELS:
             return frozenset()
-        return frozenset(self.view.owned.keys())
+        return self.view.owned_keys()
 
     def form(self, c: Canon, sub: Callable[[Any], Any]) -> Form:
         b = c.b
@@ -914,12 +938,7 @@ class Broker(_Cached):
             len(self.lookups),
             self.leader_view is None,
             self.leader_view == (me, False),
-            tuple(
-                (key, v.state._value_, v.version_id, v.dst_broker == me, v.source_broker == me)
-                for key, v in view.entries()
-            )
-            if self.alive
-            else (),
+            view.signature(me) if self.alive else (),
             self.client.connected,
             self.client.closed,
             len(self.client.queue),
@@ -1275,8 +1294,15 @@ class ClusterState(_Cached):
         timers: Form = ()
         jobs: Form = ()
         if self.timers:
-            ordered = sorted(self.timers, key=lambda t: _timer_order(c, t)) if len(self.timers) > 1 else self.timers
-            timers = tuple([timer.form(c) for timer in ordered])
+            known = c.timers
+            if known is not None and known[0] is self.timers:
+                ordered, timers = known[1], known[2]
+            else:
+                ordered = self.timers
+                if len(ordered) > 1:
+                    ordered = tuple(sorted(ordered, key=lambda t: _timer_order(c, t)))
+                timers = tuple([timer.form(c) for timer in ordered])
+                c.timers = (self.timers, ordered, timers)
             if any(broker.jobs for broker in brokers):
                 live = {id(timer): rank for rank, timer in enumerate(ordered)}
                 jobs = tuple(

@@ -45,6 +45,7 @@ from statechan.invariants.replay import (
     light,
 )
 from statechan.invariants.violation import Violation as Violation
+from statechan.kernel import interpreted
 from statechan.keys import BadKeyError, Bundle, parse_key
 from statechan.model import DEFAULT_MODEL, StorageRules
 from statechan.observation import Observation
@@ -79,6 +80,7 @@ class KeyHistory:
     model: str = DEFAULT_MODEL
 
 
+@interpreted
 class HistoryFold:
     """One history invariant as a fold over one bundle's records, a record at a time: it holds
     what the invariant needs (never the records, but a bounded tail) and reports each violation
@@ -143,6 +145,12 @@ ClusterCheck = Callable[[Observation], list[Violation]]
 HistoryCheck = type[HistoryFold]
 ActionCheck = Callable[[Observation, Observation], list[Violation]]
 """A step invariant: a predicate over two consecutive observations (TLA+'s action ``[][A]_v``)."""
+StepPart = Literal["channel", "views", "unloads"]
+"""What a step invariant can fire on (``step_invariant(reads=...)``): ``channel``, the channel's
+settled values (and their lifetimes); ``views``, the view of a broker running in both observations
+in one incarnation; ``unloads``, the admin unloads a broker running in both waits for. A step that
+replaced none of a part's records (told by identity: a step shares what it did not touch) left it
+as it was."""
 
 
 @dataclass(frozen=True)
@@ -174,6 +182,9 @@ class Invariant:
     """The step form's definition (what every engine that produces observations decides)."""
     step_differs: str | None = None
     """Where the step form decides another statement than the history or record form, and why."""
+    step_reads: frozenset[StepPart] | None = None
+    """The parts of the state the step form can fire on (:data:`StepPart`): it finds nothing in a
+    step that left them all as they were, so :func:`check_step` skips it there (None: every step)."""
 
     @property
     def has_record_form(self) -> bool:
@@ -239,12 +250,20 @@ def step_invariant(
     guards: Iterable[str] = (),
     default: bool = True,
     differs: str | None = None,
+    reads: Iterable[StepPart] | None = None,
 ) -> Callable[[ActionCheck], ActionCheck]:
     """Declare an invariant over two consecutive observations, or the step form of a declared
-    history or record one (``differs``: where the two forms decide different statements, and why)."""
+    history or record one (``differs``: where the two forms decide different statements, and why;
+    ``reads``: the parts of the state it can fire on, :data:`StepPart`, so a step that changed
+    none of them skips it; None: it runs on every step)."""
 
     def register(check: ActionCheck) -> ActionCheck:
-        forms = {"action_check": check, "step_statement": statement, "step_differs": differs}
+        forms = {
+            "action_check": check,
+            "step_statement": statement,
+            "step_differs": differs,
+            "step_reads": None if reads is None else frozenset(reads),
+        }
         existing = CATALOGUE.get(id)
         if existing is None:
             _register(Invariant(id, statement, tuple(guards), "step", default=default, **forms))  # type: ignore[arg-type]
@@ -1050,6 +1069,7 @@ COMPACTION_CHECK_LIMIT = 400
 ``COMPACTION_CHECK_LIMIT`` points (the check is quadratic in the history's length)."""
 
 
+@interpreted
 class _CompactionDivergence(HistoryFold):
     """Readers at every position p, served the log compacted at every horizon h > p, then the tail.
 
@@ -1160,6 +1180,29 @@ class _Changes:
                 self.channel.append((key, old_channel.get(key), new_channel[key]))
             self.channel.extend((key, old, None) for key, old in old_channel.items() if key not in new_channel)
         self.views: list[tuple[int, str, Rec, Rec]] = []
+        old_state, new_state = before.state, after.state
+        if not (
+            before.handmade
+            or after.handmade
+            or old_state is None
+            or new_state is None
+            or len(old_state.brokers) != len(new_state.brokers)
+        ):
+            # read off the brokers' records: a view the step did not replace is the very record
+            for was_broker, now_broker in zip(old_state.brokers, new_state.brokers, strict=True):
+                if (
+                    was_broker is now_broker
+                    or was_broker.view is now_broker.view
+                    or not (was_broker.alive and now_broker.alive)
+                    or was_broker.incarnation != now_broker.incarnation
+                ):
+                    continue
+                was_view, now_view = was_broker.view.data(), now_broker.view.data()
+                for key in _changed(was_view, now_view):
+                    held = was_view.get(key)
+                    if held is not None:
+                        self.views.append((now_broker.id, key, held, now_view[key]))
+            return
         old_views, was, now = before.views, before.incarnations, after.incarnations
         for broker, view in after.views.items():
             old_view = old_views.get(broker)
@@ -1227,6 +1270,7 @@ def _changes(before: Observation, after: Observation) -> _Changes:
     "notification, and jumps to the new lifetime's lower version, is reported by the history form only; "
     "and so is a lower version a view takes and leaves again within one step (a catch-up that reads "
     "several records; on the simulator one delivery is one record).",
+    reads=("channel", "views"),
 )
 def version_monotonic_step(before: Observation, after: Observation) -> list[Violation]:
     changes = _changes(before, after)
@@ -1257,6 +1301,7 @@ def version_monotonic_step(before: Observation, after: Observation) -> list[Viol
     "at some time: that needs every value settled so far, a history the state does not hold, so the "
     "step form decides the per-step part only (a view taking a value of a higher version than the "
     "channel ever held is reported by the history form alone).",
+    reads=("channel", "views"),
 )
 def one_value_per_version_step(before: Observation, after: Observation) -> list[Violation]:
     changes = _changes(before, after)
@@ -1290,6 +1335,7 @@ def one_value_per_version_step(before: Observation, after: Observation) -> list[
     "so a store key taken from Deleted to Free and then to Owned by writes that bypass the resolver is "
     "reported by the record form alone. A key that becomes active and leaves it again within one step is "
     "seen by the record form alone.",
+    reads=("channel",),
 )
 def no_resurrection_step(before: Observation, after: Observation) -> list[Violation]:
     if not before.deleted:
@@ -1315,6 +1361,7 @@ def no_resurrection_step(before: Observation, after: Observation) -> list[Violat
     "Deleted, whatever their state. A child Owned and then tombstoned before its parent's Deleted counts "
     "in the first only, a child written but never Owned in the second only (Pulsar writes children "
     "Owned at once, and a tombstone waits an hour).",
+    reads=("channel",),
 )
 def split_partitions_parent_step(before: Observation, after: Observation) -> list[Violation]:
     changes = _changes(before, after)
@@ -1353,6 +1400,7 @@ def split_partitions_parent_step(before: Observation, after: Observation) -> lis
     "and is registered in both away from that broker by a forced record (a clean-up or monitor "
     "override) or a tombstone: overrides are for the bundles of brokers that left or died.",
     ["#23064", "#21721"],
+    reads=("channel",),
 )
 def no_spurious_takeover(before: Observation, after: Observation) -> list[Violation]:
     changes = _changes(before, after)
@@ -1377,6 +1425,7 @@ def no_spurious_takeover(before: Observation, after: Observation) -> list[Violat
     "tombstone; never an assignment's Owned, which has no source. A step in which the broker's reader "
     "takes several records (a flush) is not judged: the record that ended the unload may be one it passed.",
     ["#22379", "#22859"],
+    reads=("unloads",),
 )
 def unload_completion_matches(before: Observation, after: Observation) -> list[Violation]:
     if not before.pending_unloads:
@@ -1434,11 +1483,47 @@ def check_step(before: Observation, after: Observation, ids: Iterable[str] | Non
     cluster (``after`` the later). Sound on any two observations of a run in order, but complete
     only on consecutive ones: a change made and undone between them is not seen."""
     found: list[Violation] = []
+    changed: frozenset[StepPart] | None = None
     for inv in _with_form(ids, "action_check"):
+        if inv.step_reads is not None:
+            if changed is None:
+                changed = changed_parts(before, after)
+            if not inv.step_reads & changed:
+                continue
         shown = inv.action_check(before, after)  # type: ignore[misc]
         if shown:
             found.extend(shown)
     return found
+
+
+_ORDER: tuple[StepPart, ...] = ("channel", "views", "unloads")
+_PARTS: dict[tuple[bool, ...], frozenset[StepPart]] = {
+    changed: frozenset(part for part, flag in zip(_ORDER, changed, strict=True) if flag)
+    for changed in itertools.product((False, True), repeat=len(_ORDER))
+}
+"""Every set of parts (by whether the channel, the views, the unloads changed), made once."""
+
+
+def changed_parts(before: Observation, after: Observation) -> frozenset[StepPart]:
+    """The parts of the state (:data:`StepPart`) a step may have changed from ``before`` to
+    ``after``, told by identity (a step shares every record it did not replace): the parts it
+    left as they were are certainly unchanged. Every part for a hand-made observation."""
+    old, new = before.state, after.state
+    if before.handmade or after.handmade or old is None or new is None or len(old.brokers) != len(new.brokers):
+        return _PARTS[True, True, True]
+    if before.setup.on_store:
+        channel = old.store.channel is not new.store.channel
+    else:
+        channel = old.topic.settled is not new.topic.settled
+    views = unloads = False
+    for was, now in zip(old.brokers, new.brokers, strict=True):
+        if was is now or not (was.alive and now.alive and was.incarnation == now.incarnation):
+            continue  # the same record, or not running in one incarnation in both
+        if was.view is not now.view:
+            views = True
+        if was.unloads is not now.unloads:
+            unloads = True
+    return _PARTS[channel, views, unloads]
 
 
 def step_ids(ids: Iterable[str] | None = None) -> list[str]:
@@ -1461,6 +1546,12 @@ def _with_form(ids: Iterable[str] | None, form: str, quiescent: bool = True) -> 
     field: ``cluster_check``, ``action_check``) and apply (those checked ``when="quiescent"``
     only where ``quiescent``), worked out once per set of ids, form and quiescence: the model
     checker asks on every transition."""
+    if ids is None or isinstance(ids, tuple):
+        # the same tuple as the last call (the checker passes its own on every state and step):
+        # what that call worked out, without hashing every id again
+        last = _LAST_FORM.get((form, quiescent))
+        if last is not None and last[0] is ids and last[1] == _REVISION[0]:
+            return last[2]
     key = (form, None if ids is None else tuple(ids), quiescent)
     known = _FORMS.get(key)
     if known is None or known[0] != _REVISION[0]:
@@ -1468,11 +1559,16 @@ def _with_form(ids: Iterable[str] | None, form: str, quiescent: bool = True) -> 
             inv for inv in _chosen(key[1]) if getattr(inv, form) is not None and (quiescent or inv.when != "quiescent")
         )
         known = _FORMS[key] = (_REVISION[0], chosen)
+    if ids is None or isinstance(ids, tuple):
+        _LAST_FORM[form, quiescent] = (ids, known[0], known[1])
     return known[1]
 
 
 _FORMS: dict[tuple[str, tuple[str, ...] | None, bool], tuple[int, tuple[Invariant, ...]]] = {}
 """What :func:`_with_form` worked out, with the catalogue's revision it read."""
+_LAST_FORM: dict[tuple[str, bool], tuple[tuple[str, ...] | None, int, tuple[Invariant, ...]]] = {}
+"""Per form and quiescence, the ids (a tuple, or None) :func:`_with_form` was last asked for, the
+catalogue's revision and the answer."""
 
 
 def record_checks(ids: Iterable[str] | None = None) -> RecordChecks:
