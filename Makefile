@@ -34,10 +34,12 @@ test: $(STAMP) java zookeeper chromium
 	$(PY) -m statechan graph --check-docs docs
 
 # optional: the checker's kernel compiled with mypyc into build/compiled (import statechan uses it
-# while its sources are unchanged; STATECHAN_KERNEL=pure turns it off)
+# while its sources are unchanged; STATECHAN_KERNEL=pure turns it off), then checked against the
+# pure modules (tests/test_compiled.py on the whole build)
 compiled: $(STAMP)
 	$(PY) -c "import setuptools" 2>/dev/null || $(PY) -m pip install --quiet setuptools
 	$(PY) build_compiled.py
+	$(PY) -m pytest -q -p no:xdist tests/test_compiled.py
 
 unit: $(STAMP)
 	$(PY) -m pytest -q -x
