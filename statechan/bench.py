@@ -1140,6 +1140,49 @@ def _cluster_needs(cpu_per_state: float, disk_per_state: float) -> str:
     )
 
 
+WORKERS_BOUNDS: tuple[tuple[str, dict[str, int], int | None], ...] = (
+    ("the default bound", {}, None),
+    ("3 brokers, no admin operation", {"brokers": 3, "admin": 0}, None),
+    ("3 brokers, a crash and a restart, the first 60,000 states", {"brokers": 3, "crashes": 1, "restarts": 1}, 60_000),
+)
+"""The bounds ``--workers 2`` is measured on (bounds' fields; a state bound where the search is long)."""
+
+
+def bench_check_workers(rounds: int = 3) -> list[Figure]:
+    """The compact search with two worker processes against the same search in one, on each of
+    :data:`WORKERS_BOUNDS`, back to back in alternating rounds; the search's own wall time (workers
+    started included), the fastest of ``rounds`` each. Workers only pay on as many idle cores."""
+    from statechan.checker import Bounds, check
+
+    figures: list[Figure] = []
+    for label, fields, cap in WORKERS_BOUNDS:
+        bounds = Bounds(**fields)
+        limit = {} if cap is None else {"max_states": cap}
+        one = two = float("inf")
+        states = (0, 0)
+        for _ in range(rounds):
+            single = check(bounds, workers=1, **limit)  # type: ignore[arg-type]
+            double = check(bounds, workers=2, **limit)  # type: ignore[arg-type]
+            states = (single.states, double.states)
+            one, two = min(one, single.seconds), min(two, double.seconds)
+        figures.append(
+            Figure(
+                f"check --workers 2: {label}",
+                states[1],
+                two,
+                "the same search in one process, same run",
+                one,
+                {
+                    "speed-up": f"{one / two:.2f}x",
+                    "same states": states[0] == states[1],
+                    "cores": os.cpu_count() or 1,
+                    "timed": f"wall time of the search, fastest of {rounds} in alternating rounds",
+                },
+            )
+        )
+    return figures
+
+
 def bench_check_spark(rounds: int = 2) -> list[Figure]:
     """The search on Spark ``local[2]`` against the compact search in one process, on
     :data:`SPARK_CHECK_BOUND`, alternating ``rounds`` times; Spark's fixed cost measured on a
@@ -1264,6 +1307,7 @@ BENCHMARKS: dict[str, Callable[[Any], list[Figure]]] = {  # every key is an engi
     "audit-stages": bench_audit_stages,
     "check": bench_check,
     "check-spark": bench_check_spark,
+    "check-workers": bench_check_workers,
     "resolver": bench_resolver,
     "replay": bench_replay,
     "simulate": bench_simulate,
@@ -1283,6 +1327,7 @@ def _size(name: str, args: argparse.Namespace) -> Any:
         "generate": args.generate_records,
         "check": args.baseline,
         "check-spark": 2,
+        "check-workers": 3,
         "simulate": args.baseline,
         "hypothesis": args.baseline,
     }.get(name, args.pairs)

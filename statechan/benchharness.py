@@ -157,6 +157,14 @@ ENGINES: dict[str, Engine] = {
         "Python workers) measured on a one-level bound and taken off, so what is left is the cost "
         "of a state: what sizes a cluster for a bound.",
     ),
+    "check-workers": Engine(
+        "Model checker on two cores",
+        "states",
+        "`statechan check --workers 2` beside the same search in one process (`--workers 1`), the "
+        "same bound in alternating rounds, on the default bound, three brokers, and the first states "
+        "of three brokers with a crash and a restart: the search's wall time, worker processes "
+        "started included.",
+    ),
     "audit": Engine(
         "Trace auditor",
         "records",
