@@ -642,6 +642,8 @@ class TaskKind(enum.Enum):
     tombstone = "tombstone"
     assign = "assign"
     commit = "commit"
+    start = "start"
+    """The channel's start, once a restarted broker is ready for requests."""
 
     __hash__ = object.__hash__
 
