@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from properties.bench import timeline_check, violations_of
+from statechan import ServiceUnitState
 from statechan.cluster import (
     Cluster,
     Crash,
@@ -236,3 +237,20 @@ def test_a_create_prepared_before_a_split_lands_after_the_parent_is_deleted() ->
     written = [r["value"] for r in cluster.trace if r["kind"] == "channel" and r["key"] == parent]
     states = [None if value is None else value["state"] for value in written]  # type: ignore[index]
     assert states == ["Assigning", "Owned", "Splitting", "Deleted", None, "Assigning", "Owned"]
+
+
+def test_a_lookups_late_assignment_names_a_broker_that_closed_at_once() -> None:
+    """Finding 12 (a candidate): B1 selects B2 for a lookup, then loses its session (its registry
+    node goes); B2 shuts down owning nothing, finds nobody available and closes at once
+    (``disableBroker``); B1, reading the registry through its cache, still publishes
+    ``Assigning dst=B2``, which nobody acts on until a leader cleans up."""
+    saved = load_saved_run(DOCS / "counterexamples" / "checker-finding-12.json")
+    assert saved.config.variant == VARIANTS["current"]
+    cluster = Cluster(saved.config, picks=saved.picks)
+    for action in saved.actions:
+        cluster.step(action)
+    assert [v.invariant for v in violations_of(cluster)] == ["departure-complete"]
+    assert cluster.counters["closed-at-once"] == 1
+    held = cluster.brokers["broker-1:8080"].value("tenant/ns-0/0x00000000_0xffffffff")
+    assert held is not None
+    assert (held.state, held.dst_broker) == (ServiceUnitState.Assigning, "broker-2:8080")

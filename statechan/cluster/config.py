@@ -108,8 +108,8 @@ class Variant(BaseModel):
     )
     graceful_cleanup_without_leader: bool = Field(
         False,
-        description="kept for saved runs; no effect while docs/fidelity.md entry 10 is open (a broker's own "
-        "graceful clean-up runs with no leader known)",
+        description="the model before it read doCleanup's channel-owner check: a broker's own graceful "
+        "clean-up runs with no leader known",
     )
 
     monitor_tombstones_active: bool = Field(

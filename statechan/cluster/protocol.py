@@ -862,7 +862,11 @@ class Tx:
             if self.zk_get(owner, i) is not None:
                 self.zk_delete(owner, i)
         except StoreError:
+            # disableBroker ends with the exception: still registered (selectable) until its session
+            # closes, so not a complete departure either (departure-complete leaves it out)
             self.count("unregister-failed")
+            cold = self.cold()
+            cold.abandoned = cold.abandoned | {i}
             return
         with contextlib.suppress(StoreError):
             node = self.zk_get(owner, LEADER_PATH)
@@ -884,7 +888,8 @@ class Tx:
         self.close_client(self._owner(i))
         self.drop_timers(i)
         cold = self.cold()
-        cold.departed = cold.departed | {i}
+        if i not in cold.abandoned:  # a departure whose clean-up was skipped is not a complete one
+            cold.departed = cold.departed | {i}
 
     # -- publishing ----------------------------------------------------------------------------------------
     def rec(
@@ -1572,10 +1577,13 @@ class Tx:
         """``ServiceUnitStateChannelImpl.doCleanup``: override every bundle ``target`` owns or is the
         source of in flight. Returns, for a broker's own graceful clean-up, whether its wait is over
         (``waitForCleanups``: nothing of it left ``Owned`` in its view after the flush)."""
-        if self.brokers[i].leader_view is None and not gracefully:
-            # a leader's duty; the graceful clean-up at shutdown runs without a channel owner here,
-            # where Pulsar's doCleanup skips it (docs/fidelity.md, entry 10: still open)
+        if self.brokers[i].leader_view is None and not (gracefully and self.variant.graceful_cleanup_without_leader):
+            # doCleanup: getChannelOwnerAsync is empty, so no clean-up, a graceful one included; the
+            # departing broker's bundles are left to the next leader's monitor (docs/findings.md, 11)
             self.count("cleanup-skipped-no-leader")
+            if gracefully:
+                cold = self.cold()
+                cold.abandoned = cold.abandoned | {i}
             return True
         if not gracefully and attempt == 0 and self.healthy(target):
             self.count("cleanup-skipped-healthy")
@@ -2184,6 +2192,7 @@ def _restart(tx: Tx, action: Restart) -> None:
     cold = tx.cold()
     cold.crash_times = {broker: at for broker, at in cold.crash_times.items() if broker != i}
     cold.departed = cold.departed - {i}
+    cold.abandoned = cold.abandoned - {i}
 
 
 def _shutdown(tx: Tx, action: Shutdown) -> None:
