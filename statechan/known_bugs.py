@@ -75,7 +75,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "B9",
         "clean-up overrides once and never looks again; assignments after disable",
         ("departure-complete", "orphan-cleaned", "lookup-answers-live-owner"),
-        Bounds(crashes=1, shutdowns=1, admin=0),
+        Bounds(shutdowns=1, admin=0, ticks=3),
     ),
     KnownBug(
         "24478",

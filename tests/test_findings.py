@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from properties.bench import timeline_check, violations_of
+from statechan import ServiceUnitState
 from statechan.cluster import (
     Cluster,
     Crash,
@@ -79,7 +80,11 @@ def test_a_restarted_owner_registering_again_after_the_leaders_clean_up_leaves_t
 
 
 def test_a_forced_frees_delayed_tombstone_deletes_the_next_owners_record() -> None:
-    """Finding 9: the source of a forced Free tombstones it after a new assignment owned the bundle."""
+    """Finding 9: the source of a forced Free tombstones it after a new assignment owned the bundle.
+    On the metadata store, B1 shuts down with nobody else registered (its clean-up's forced Free a
+    compare-and-set still to come); B2 registers and starts before B1's clean-up wait ends, so B1's
+    channel stays open (``disableBroker`` finds a broker available) and its tombstone lands on B2's
+    ``Owned``."""
     config, actions, _ = load_run(DOCS / "counterexamples" / "finding-forced-free-tombstone.json")
     assert config.variant == VARIANTS["current"]
     cluster = Cluster(config)
@@ -88,11 +93,12 @@ def test_a_forced_frees_delayed_tombstone_deletes_the_next_owners_record() -> No
     for action in actions[:-1]:
         cluster.step(action)
         assert stepwise(cluster) == []
-    cluster.step(actions[-1])  # B2's tombstone of its forced Free, over B1's newer Owned
-    assert actions[-1] == RunTask("broker-2:8080")
+    cluster.step(actions[-1])  # B1's tombstone of its forced Free, over B2's newer Owned
+    assert actions[-1] == RunTask("broker-1:8080")
     assert [found.split(" ")[0] for found in stepwise(cluster)] == ["no-spurious-takeover"]
     assert cluster.channel() == {}  # every reader's value is gone
-    assert cluster.registered("broker-1:8080")
+    assert cluster.registered("broker-2:8080")
+    assert cluster.brokers["broker-1:8080"].shutting_down
 
 
 def test_a_departing_brokers_clean_up_overrides_a_transfer_in_flight_from_a_live_source() -> None:
@@ -231,3 +237,20 @@ def test_a_create_prepared_before_a_split_lands_after_the_parent_is_deleted() ->
     written = [r["value"] for r in cluster.trace if r["kind"] == "channel" and r["key"] == parent]
     states = [None if value is None else value["state"] for value in written]  # type: ignore[index]
     assert states == ["Assigning", "Owned", "Splitting", "Deleted", None, "Assigning", "Owned"]
+
+
+def test_a_lookups_late_assignment_names_a_broker_that_closed_at_once() -> None:
+    """Finding 12 (a candidate): B1 selects B2 for a lookup, then loses its session (its registry
+    node goes); B2 shuts down owning nothing, finds nobody available and closes at once
+    (``disableBroker``); B1, reading the registry through its cache, still publishes
+    ``Assigning dst=B2``, which nobody acts on until a leader cleans up."""
+    saved = load_saved_run(DOCS / "counterexamples" / "checker-finding-12.json")
+    assert saved.config.variant == VARIANTS["current"]
+    cluster = Cluster(saved.config, picks=saved.picks)
+    for action in saved.actions:
+        cluster.step(action)
+    assert [v.invariant for v in violations_of(cluster)] == ["departure-complete"]
+    assert cluster.counters["closed-at-once"] == 1
+    held = cluster.brokers["broker-1:8080"].value("tenant/ns-0/0x00000000_0xffffffff")
+    assert held is not None
+    assert (held.state, held.dst_broker) == (ServiceUnitState.Assigning, "broker-2:8080")

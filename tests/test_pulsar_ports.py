@@ -491,6 +491,7 @@ def test_handleBrokerCreationEventTest(store: StoreKind) -> None:
     assert list(leader.cleanup_jobs) == [B3]
     assert len(cleanup_timers(c, B3)) == 1
     c.step(Restart(B3))
+    c.step(RunTask(B3))  # its channel starts (ready for requests), so its health check passes
     c.drain()  # the leader hears of broker 3's node being created
     assert leader.cleanup_jobs == {}  # cleanupJobs.size() == 0
     assert cleanup_timers(c, B3) == []  # future.isCancelled()
@@ -555,6 +556,7 @@ def test_handleBrokerDeletionEventTest(store: StoreKind) -> None:
     assert follower.cleanup_jobs == {}
     assert owners() == {B3}
     c.step(Restart(B3))  # the broker is back online: the job is cancelled
+    c.step(RunTask(B3))  # (its channel started before the leader's health check)
     c.drain()
     assert leader.cleanup_jobs == {}
     assert cleanup_timers(c, B3) == []
@@ -701,7 +703,8 @@ def test_conflictAndCompactionTest(store: StoreKind) -> None:
     c.step(Compact())
     assert c.topic.horizon == c.topic.end
     c.step(Crash(B2))
-    c.step(Restart(B2))  # a channel started after the compaction
+    c.step(Restart(B2))
+    c.step(RunTask(B2))  # a channel started after the compaction
     assert ask(c, B2, key) == Asked(owner=B1)
     no_violations(c)
 
@@ -759,6 +762,8 @@ def test_channelValidationTest_after_close(store: StoreKind) -> None:
         with pytest.raises(ValueError, match="not running"):
             c.step(call)
     c.step(Restart(B2))
+    assert c.brokers[B2].channel is ChannelState.Constructed  # registered; started once ready for requests
+    c.step(RunTask(B2))
     assert c.brokers[B2].channel is ChannelState.Started
     assert channel_owner(c, B2) == B1
     with pytest.raises(ValueError, match="is running"):

@@ -227,7 +227,8 @@ def test_fix_05_the_departing_destinations_clean_up_redirects_the_transfer() -> 
         for action in (Transfer(B1, key, B2), Deliver(B2), Shutdown(B2)):
             run.step(action)
         override = run.cluster.brokers[B2].value(key)
-        run.step(Deliver(B2))
+        if run.cluster.brokers[B2].reader_pending:  # (doCleanup's flush has read it back already)
+            run.step(Deliver(B2))
         assert run.cluster.brokers[B2].value(key).state is overridden  # type: ignore[union-attr]
         while run.cluster.brokers[B3].reader_pending:
             run.step(Deliver(B3))

@@ -61,11 +61,23 @@ class Lookup(Action):
 
 @dataclass(frozen=True, order=True)
 class Unload(Action):
-    """An admin unload through the broker: Releasing with no destination."""
+    """An admin unload through the broker: Releasing with no destination. ``force``: a forced
+    unload, as a namespace's deletion unloads its bundles (``unloadNamespaceBundleAsync`` with
+    ``force=true``); the engines generate unforced ones only."""
 
     kind: ClassVar[str] = "unload"
     broker: str
     bundle: str
+    force: bool = False
+
+    def describe(self) -> str:
+        return f"{self.kind}({self.broker}, {self.bundle}{', force' if self.force else ''})"
+
+    def to_json(self) -> dict[str, object]:
+        saved: dict[str, object] = {"kind": self.kind, "broker": self.broker, "bundle": self.bundle}
+        if self.force:
+            saved["force"] = True
+        return saved
 
 
 @dataclass(frozen=True, order=True)

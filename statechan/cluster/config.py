@@ -100,10 +100,16 @@ class Variant(BaseModel):
         description="safer than Pulsar: a queued split reads its parent again and is dropped when the "
         "parent's Splitting names another source (handleSplitEvent does not re-read it)",
     )
+    restart_in_one_step: bool = Field(
+        False,
+        description="the model before the restart in phases: a restarted broker is registered, its view loaded "
+        "and its channel started in one step (ExtensibleLoadManagerImpl.start registers first and starts the "
+        "channel once the broker is ready for requests)",
+    )
     graceful_cleanup_without_leader: bool = Field(
         False,
-        description="kept for saved runs; no effect while docs/fidelity.md entry 10 is open (a broker's own "
-        "graceful clean-up runs with no leader known)",
+        description="the model before it read doCleanup's channel-owner check: a broker's own graceful "
+        "clean-up runs with no leader known",
     )
 
     monitor_tombstones_active: bool = Field(

@@ -701,12 +701,14 @@ class Tx:
     def _owner(self, i: int) -> Owner:
         return (i, self.brokers[i].incarnation)
 
-    def boot(self, i: int, incarnation: int) -> None:
-        """A broker starts: it registers, reads the election, its view loads the channel (the tail
-        listener set up first), its channel starts, and it takes part in the election."""
+    def boot(self, i: int, incarnation: int, ready: bool = True) -> None:
+        """A broker starts (``ExtensibleLoadManagerImpl.start``): it registers (``BrokerRegistryImpl.start``)
+        and starts its leader election; its channel starts once the broker is ready for requests
+        (``runWhenReadyForIncomingRequests`` → ``ServiceUnitStateChannelImpl.start``). At the
+        cluster's start that is at once (``ready``); a restarted broker queues it as a task
+        (:meth:`start_channel`), and until then it is registered but acts on nothing (#25715)."""
         old = self.brokers[i] if i < len(self.brokers) else None
-        on_store = self.p.on_store
-        view = View(None if on_store else 0)
+        view = View(None)
         broker = Broker(i, incarnation, view, Client(self.new_session()))
         if old is None:
             self.brokers.append(broker)
@@ -721,18 +723,44 @@ class Tx:
         self._clients.add(i)
         self.op("connect", (i, incarnation))
         self.register(i)
+        if ready:
+            self.read_leader(i)
+            self.start_channel(i)
+            if broker.leader_view is None:
+                self.try_lead(i)
+            return
         self.read_leader(i)
+        if self.brokers[i].leader_view is None:
+            self.try_lead(i)  # the election starts with the registry; playing its role waits for the channel
+        self.queue(i, Task(TaskKind.start, "", None))
+
+    def start_channel(self, i: int) -> None:
+        """``ServiceUnitStateChannelImpl.start``: the leader read, the table view started (the tail
+        listener set up, the channel loaded, ``handleExisting`` for each item), the channel
+        ``Started``; then the leader's role is played (``playLeader`` → the ownership monitor). On
+        the metadata store without a session the view cannot load: the start fails and the broker
+        stops (``failStarting``), as a crash."""
+        broker = self.b(i)
+        on_store = self.p.on_store
+        if on_store and not broker.client.connected:
+            self.count("start-failed")
+            self.crash(i)
+            return
+        self.read_leader(i)
+        view = self.view(i)
         if on_store:
             self.store_fill(i)
         else:
+            view.position = 0
             while self.deliver(i, notify=False):
                 pass
             for key, value in broker.view.entries():
                 self.handle_existing(i, key, value)
-        broker.view.started = True
+        self.view(i).started = True
         broker.channel = ChannelState.Started
-        if broker.leader_view is None:
-            self.try_lead(i)
+        if broker.leader_view == (i, False) and not broker.monitor_scheduled:
+            broker.monitor_scheduled = True
+            self.schedule(TimerKind.monitor, i, 0)
 
     def register(self, i: int) -> None:
         """``BrokerRegistryImpl.register``: the ephemeral registry node (#23298: a restarted broker
@@ -829,18 +857,50 @@ class Tx:
         self.schedule(TimerKind.session_expiry, i, self.p.channel.session_timeout_ms)
 
     def shutdown(self, i: int) -> None:
-        """``ExtensibleLoadManagerImpl.disableBroker`` as the model has it: the channel disabled, the
-        registry node deleted, the broker's own bundles handed over (a graceful clean-up), and the
-        process stopping after the clean-up's wait (docs/simulator.md)."""
+        """``ExtensibleLoadManagerImpl.disableBroker``, first half: the channel disabled and the
+        broker's own bundles handed over (``cleanOwnerships`` → ``doCleanup(brokerId, true)``),
+        still registered. Once the clean-up's wait ends (``waitForCleanups``: at once when its view
+        shows nothing of it ``Owned``, at the latest after ``OWNERSHIP_CLEAN_UP_MAX_WAIT_TIME_IN_MILLIS``)
+        it leaves (:meth:`leave`); the process stops when that wait has run out."""
         broker = self.b(i)
         broker.channel = ChannelState.Disabled
         broker.shutting_down = True
-        with contextlib.suppress(StoreError):
-            self.zk_delete(self._owner(i), i)
-        self.do_cleanup(i, i, gracefully=True)
         self.schedule(TimerKind.shutdown_complete, i, OWNERSHIP_CLEAN_UP_MAX_WAIT_TIME_IN_MILLIS)
+        if self.do_cleanup(i, i, gracefully=True):
+            self.leave(i)
+
+    def leave(self, i: int) -> None:
+        """``disableBroker``, second half: ``BrokerRegistry.unregister``, ``LeaderElectionService.close``
+        (the election's node deleted if this broker leads), then, when ``getAvailableBrokersAsync``
+        names nobody, the load manager closed at once (``close()``: the channel's table view closed,
+        so nothing more is handled or written; the model ends the process with it, as nothing of
+        the broker is observable between). A failed unregister (no session) ends ``disableBroker``
+        there: the channel stays open until the process stops. Idempotent."""
+        broker = self.brokers[i]
+        if not broker.alive or broker.channel is ChannelState.Closed:
+            return
+        owner = self._owner(i)
+        try:
+            if self.zk_get(owner, i) is not None:
+                self.zk_delete(owner, i)
+        except StoreError:
+            # disableBroker ends with the exception: still registered (selectable) until its session
+            # closes, so not a complete departure either (departure-complete leaves it out)
+            self.count("unregister-failed")
+            cold = self.cold()
+            cold.abandoned = cold.abandoned | {i}
+            return
+        with contextlib.suppress(StoreError):
+            node = self.zk_get(owner, LEADER_PATH)
+            if node is not None and node.data == (i, self.variant.leader_id_mismatch):
+                self.zk_delete(owner, LEADER_PATH)  # LeaderElectionImpl.close: give the leadership up
+        self.b(i).leader_view = None
+        if self.registered_brokers(i) == []:
+            self.count("closed-at-once")
+            self.shutdown_complete(i)
 
     def shutdown_complete(self, i: int) -> None:
+        """The broker's shutdown ends: the load manager, the channel and the metadata session closed."""
         broker = self.b(i)
         broker.alive = False
         broker.channel = ChannelState.Closed
@@ -850,7 +910,8 @@ class Tx:
         self.close_client(self._owner(i))
         self.drop_timers(i)
         cold = self.cold()
-        cold.departed = cold.departed | {i}
+        if i not in cold.abandoned:  # a departure whose clean-up was skipped is not a complete one
+            cold.departed = cold.departed | {i}
 
     # -- publishing ----------------------------------------------------------------------------------------
     def rec(
@@ -1034,6 +1095,9 @@ class Tx:
             self.count("late-write-refused")  # #26520: no writes after disable
             self.finish_lookup(i, task.key, None, error="ServiceUnitNotReadyException: channel disabled")
             return True
+        if kind is TaskKind.start:
+            self.start_channel(i)
+            return True
         if kind is TaskKind.commit and task.put is not None:
             result: PutResult | None = None
             error = None
@@ -1049,6 +1113,7 @@ class Tx:
             self.publish(i, task.key, self.rec(S.Owned, data.dst_broker, data.source_broker, _next(data)))
         elif kind is TaskKind.release and data is not None:
             if data.dst_broker is None:
+                # handleReleaseEvent: a Free that is not forced, whether the Releasing was or not
                 self.publish(i, task.key, self.rec(S.Free, None, data.source_broker, _next(data)))
             else:
                 self.publish(i, task.key, self.rec(S.Assigning, data.dst_broker, data.source_broker, _next(data)))
@@ -1384,14 +1449,15 @@ class Tx:
         event, client.queue = client.queue[0], client.queue[1:]
         self.delivered((i, self.brokers[i].incarnation), event)
         store_view = self.p.on_store
+        reading = store_view and self.brokers[i].view.started and not self.brokers[i].view.closed
         if isinstance(event, SessionEvent):
             self.on_session_event(i, event)
-            if store_view and not self.brokers[i].view.closed:
+            if reading:
                 self.view_session_event(i, event)
         else:
             self.on_notification(i, event[1], event[0])
             path = event[1]
-            if store_view and isinstance(path, str) and path != LEADER_PATH and not self.brokers[i].view.closed:
+            if reading and isinstance(path, str) and path != LEADER_PATH:
                 self.store_refresh(i, path)
         return True
 
@@ -1478,7 +1544,12 @@ class Tx:
         broker = self.b(i)
         previous = broker.leader_view
         broker.leader_view = None if node is None else node.data  # type: ignore[assignment]
-        if broker.leader_view == (i, False) and previous != (i, False) and not broker.monitor_scheduled:
+        if (
+            broker.leader_view == (i, False)
+            and previous != (i, False)
+            and not broker.monitor_scheduled
+            and broker.channel is not ChannelState.Constructed  # playLeader waits for the channel's start
+        ):
             broker.monitor_scheduled = True
             self.schedule(TimerKind.monitor, i, 0)
 
@@ -1501,8 +1572,8 @@ class Tx:
 
     def handle_broker_deletion(self, i: int, target: int) -> None:
         broker = self.brokers[i]
-        if broker.channel in (ChannelState.Disabled, ChannelState.Closed):
-            return
+        if broker.channel is not ChannelState.Started:
+            return  # disabled or closed (channelDisabled), or not started: its registry listener is not set yet
         state = self.metadata_state(i)
         if state is MetadataState.Unstable:
             self.count("cleanup-ignored")
@@ -1524,20 +1595,34 @@ class Tx:
             or (data.source_broker == target and data.state in (active if by_source else in_flight))
         ]
 
-    def do_cleanup(self, i: int, target: int, gracefully: bool, attempt: int = 0) -> None:
-        if self.brokers[i].leader_view is None and not gracefully:
-            # a leader's duty; the graceful clean-up at shutdown runs without a channel owner here,
-            # where Pulsar's doCleanup skips it (docs/fidelity.md, entry 10: still open)
+    def do_cleanup(self, i: int, target: int, gracefully: bool, attempt: int = 0) -> bool:
+        """``ServiceUnitStateChannelImpl.doCleanup``: override every bundle ``target`` owns or is the
+        source of in flight. Returns, for a broker's own graceful clean-up, whether its wait is over
+        (``waitForCleanups``: nothing of it left ``Owned`` in its view after the flush)."""
+        if self.brokers[i].leader_view is None and not (gracefully and self.variant.graceful_cleanup_without_leader):
+            # doCleanup: getChannelOwnerAsync is empty, so no clean-up, a graceful one included; the
+            # departing broker's bundles are left to the next leader's monitor (docs/findings.md, 11)
             self.count("cleanup-skipped-no-leader")
-            return
+            if gracefully:
+                cold = self.cold()
+                cold.abandoned = cold.abandoned | {i}
+            return True
         if not gracefully and attempt == 0 and self.healthy(target):
             self.count("cleanup-skipped-healthy")
-            return
+            return True
         self.catch_up(i)
         orphans = self.orphans_of(i, target)
         for key, data in orphans:
             self.override_ownership(i, key, data, target, gracefully)
         self.count("cleanup-overrides", len(orphans))
+        if gracefully:
+            # the flush after the overrides; waitForCleanups ends once nothing of this broker's is
+            # left. Pulsar looks for its Owned bundles only; the model waits for every orphan, as a
+            # disabled channel here refuses its own Releasing's follow-up (#26520) and the next
+            # look overrides it
+            self.catch_up(i)
+            if not self.orphans_of(i, target):
+                return True
         # #26520: an override can lose the race to the record it overrides; look again, from the
         # newest version, every OWNERSHIP_CLEAN_UP_WAIT_RETRY_DELAY_IN_MILLIS (master: a flush, then
         # 2.5 s) for up to OWNERSHIP_CLEAN_UP_MAX_WAIT_TIME_IN_MILLIS (a graceful clean-up polls for
@@ -1556,6 +1641,7 @@ class Tx:
                 attempt=attempt + 1,
                 graceful=gracefully,
             )
+        return False
 
     def override_ownership(self, i: int, key: str, orphan: Rec, inactive: int | None, gracefully: bool) -> None:
         available = self.registered_brokers(i)
@@ -1714,13 +1800,17 @@ class Tx:
         elif kind is TimerKind.cleanup_recheck:
             assert timer.target is not None
             if timer.graceful:
-                self.do_cleanup(i, timer.target, gracefully=True, attempt=timer.attempt)
+                if self.do_cleanup(i, timer.target, gracefully=True, attempt=timer.attempt):
+                    self.leave(i)
             elif self.brokers[i].is_leader and not self.healthy(timer.target):
                 self.do_cleanup(i, timer.target, gracefully=False, attempt=timer.attempt)
         elif kind is TimerKind.lookup_timeout:
             self.lookup_timed_out(i, timer.key)
         elif kind is TimerKind.shutdown_complete:
-            self.shutdown_complete(i)
+            if self.registered(i):
+                self.leave(i)  # the clean-up's wait ran out
+            if self.brokers[i].alive:
+                self.shutdown_complete(i)
 
     def tick_allowed(self, timer: Timer) -> bool:
         bound = self.p.config.timely_delivery_ms
@@ -2060,6 +2150,10 @@ def _run_task(tx: Tx, action: RunTask) -> None:
 def _lookup(tx: Tx, action: Lookup) -> None:
     i = _broker(tx, action.broker)
     channel = tx.brokers[i].channel
+    if channel is ChannelState.Constructed:
+        # #25715: the broker serves requests before its channel has started; getOwnerAsync fails
+        tx.answer(i, action.bundle, None, "IllegalStateException: Invalid channel state:Constructed")
+        return
     if channel not in LOOKUP_CHANNELS:
         raise ValueError(f"{action.describe()}: channel is {channel.name}: lookups are refused")
     tx.lookup(i, action.bundle)
@@ -2083,7 +2177,8 @@ def _unload(tx: Tx, action: Unload | Transfer) -> None:
                 f"{action.describe()}: {action.destination} is not registered as {action.broker} reads the "
                 "registry (Pulsar's admin refuses a transfer to an inactive destination broker)"
             )
-    put = tx.publish(i, action.bundle, tx.rec(S.Releasing, dest, data.dst_broker, _next(data)))
+    force = isinstance(action, Unload) and action.force
+    put = tx.publish(i, action.bundle, tx.rec(S.Releasing, dest, data.dst_broker, _next(data), force=force))
     if put is None or not put[0].verdict.rejected:  # a refused put fails the admin call at once
         broker = tx.b(i)
         if action.bundle not in broker.unloads:
@@ -2126,10 +2221,11 @@ def _crash(tx: Tx, action: Crash) -> None:
 
 def _restart(tx: Tx, action: Restart) -> None:
     i = _broker(tx, action.broker, alive=False)
-    tx.boot(i, tx.brokers[i].incarnation + 1)
+    tx.boot(i, tx.brokers[i].incarnation + 1, ready=tx.variant.restart_in_one_step)
     cold = tx.cold()
     cold.crash_times = {broker: at for broker, at in cold.crash_times.items() if broker != i}
     cold.departed = cold.departed - {i}
+    cold.abandoned = cold.abandoned - {i}
 
 
 def _shutdown(tx: Tx, action: Shutdown) -> None:

@@ -666,6 +666,8 @@ class TaskKind(enum.Enum):
     tombstone = "tombstone"
     assign = "assign"
     commit = "commit"
+    start = "start"
+    """The channel's start, once a restarted broker is ready for requests."""
 
     __hash__ = object.__hash__
 
@@ -1122,9 +1124,11 @@ class Cold(_Cached):
     """What a cluster changes rarely, held apart so a step copies and a fingerprint hashes it only
     when it changes: the loads placement reads and when they were last reported, the namespaces'
     bundles, split failures to come (injected by tests), when brokers crashed or left the
-    registry, the splits that failed, the brokers that shut down."""
+    registry, the splits that failed, the brokers that shut down (``departed``), and those whose
+    graceful clean-up was skipped for want of a channel owner (``abandoned``, never ``departed``)."""
 
     __slots__ = (
+        "abandoned",
         "bundles",
         "crash_times",
         "departed",
@@ -1145,10 +1149,12 @@ class Cold(_Cached):
         self.unregistered_at: Mapping[int, int] = {}
         self.failed_splits: frozenset[str] = frozenset()
         self.departed: frozenset[int] = frozenset()
+        self.abandoned: frozenset[int] = frozenset()
 
     def thaw(self) -> Cold:
         """A draft of the record: a shallow copy a step may change (its caches empty)."""
         copy = Cold(self.bundles)
+        copy.abandoned = self.abandoned
         copy.crash_times = self.crash_times
         copy.departed = self.departed
         copy.failed_splits = self.failed_splits
@@ -1176,6 +1182,7 @@ class Cold(_Cached):
             age(self.loads_at) if self.loads_at >= 0 else None,
             tuple(sorted(self.failed_splits)) if self.failed_splits else (),
             tuple(sorted(b(x) for x in self.departed)) if self.departed else (),
+            tuple(sorted(b(x) for x in self.abandoned)) if self.abandoned else (),
         )
 
 
