@@ -62,3 +62,25 @@ def test_a_step_leaves_its_state_alone_and_is_a_function_of_it(store: StoreKind,
         state = first
         taken += 1
     assert taken >= 20, f"the walk stopped after {taken} steps: too short to hold a step to anything"
+
+
+def test_what_a_view_works_out_follows_its_maps_when_a_step_s_draft_changes_them() -> None:
+    """A view's dict, owned keys and signature are worked out once per map: a step's draft changes
+    its maps (the protocol's ``view_set``), and what was worked out before the change is not kept."""
+    import immutables
+
+    from statechan.cluster.state import Rec, View
+    from statechan.states import ServiceUnitState as S
+
+    view = View(0)
+    owned = Rec(S.Owned, 0, None, 1, False, 0, None)
+    view.items, view.owned = immutables.Map({"a": (0, owned)}), immutables.Map({"a": True})
+    assert dict(view.data()) == {"a": owned}
+    assert view.owned_keys() == {"a"}
+    before = view.signature(0)
+    released = Rec(S.Releasing, None, 0, 2, False, 0, None)
+    view.items, view.owned = view.items.set("a", (0, released)).set("b", (1, owned)), view.owned.delete("a")
+    assert dict(view.data()) == {"a": released, "b": owned}
+    assert view.owned_keys() == frozenset()
+    assert view.signature(0) != before
+    assert len(view.signature(0)) == 2

@@ -603,9 +603,11 @@ class View(_Cached):
         self.position = position
         self.started = started
         self.closed = closed
-        self._dict: dict[str, Rec] | None = None
-        self._owned: frozenset[str] | None = None
-        self._sig: tuple[int, tuple[Any, ...]] | None = None
+        # what is worked out from the maps, each with the map it came from: a step's draft changes
+        # its maps, so a cache is good only while its map is the same object
+        self._dict: tuple[immutables.Map[str, tuple[int, Rec]], dict[str, Rec]] | None = None
+        self._owned: tuple[immutables.Map[str, bool], frozenset[str]] | None = None
+        self._sig: tuple[immutables.Map[str, tuple[int, Rec]], int, tuple[Any, ...]] | None = None
 
     def thaw(self) -> View:
         """A draft of the record: a shallow copy a step may change (its caches empty)."""
@@ -628,31 +630,34 @@ class View(_Cached):
         return [(key, rec) for key, (_, rec) in sorted(self.items.items(), key=lambda item: item[1][0])]
 
     def data(self) -> Mapping[str, Rec]:
-        """The items as a dict in the view's order (made once: a view is never changed)."""
-        if self._dict is None:
-            self._dict = dict(self.entries())
-        return self._dict
+        """The items as a dict in the view's order (made once per items map)."""
+        known = self._dict
+        if known is None or known[0] is not self.items:
+            known = self._dict = (self.items, dict(self.entries()))
+        return known[1]
 
     def form(self, c: Canon, sub: Callable[[Any], Any]) -> Form:
         return (tuple([(key, sub(rec)) for key, rec in self.data().items()]), self.position, self.started, self.closed)
 
     def owned_keys(self) -> frozenset[str]:
-        """The keys of the owned set (made once: a view is never changed)."""
-        if self._owned is None:
-            self._owned = frozenset(self.owned.keys())
-        return self._owned
+        """The keys of the owned set (made once per owned map)."""
+        known = self._owned
+        if known is None or known[0] is not self.owned:
+            known = self._owned = (self.owned, frozenset(self.owned.keys()))
+        return known[1]
 
     def signature(self, me: int) -> tuple[Any, ...]:
         """The items as a broker's signature (:meth:`Broker.signature`) holds them for broker ``me``:
-        each value's broker ids left out, but for whether they name ``me`` (made once per broker)."""
+        each value's broker ids left out, but for whether they name ``me`` (made once per broker and
+        items map)."""
         known = self._sig
-        if known is not None and known[0] == me:
-            return known[1]
+        if known is not None and known[0] is self.items and known[1] == me:
+            return known[2]
         signature = tuple(
             (key, v.state._value_, v.version_id, v.dst_broker == me, v.source_broker == me)
             for key, v in self.data().items()
         )
-        self._sig = (me, signature)
+        self._sig = (self.items, me, signature)
         return signature
 
 
