@@ -231,7 +231,7 @@ SHORTCUT_RUNS = [
     ("metadata-store", "current", {"session_losses": 1}, 1200),
     ("metadata-store", "24186", {"lookups": 2, "admin": 0, "ticks": 1}, 1200),
     ("system-topic", "21721", {"admin": 0, "ticks": 3, "tombstone_delay_s": 30}, 1200),
-    ("system-topic", "22379", {"admin_kinds": ("transfer",), "shutdowns": 1, "ticks": 0}, 1600),
+    ("system-topic", "22379", {"admin_kinds": ("transfer",), "shutdowns": 1, "ticks": 0}, 6000),
 ]
 """Runs whose steps crash, restart and lose sessions, and three historical bugs that break the
 step invariants (version-monotonic, no-spurious-takeover, unload-completion-matches)."""
