@@ -322,9 +322,6 @@ class Fold:
         refused: Mapping[tuple[int, int], tuple[str, str]] | None = None,
         share: tuple[int, int] | None = None,
     ):
-        import numpy as np
-        import pyarrow as pa
-
         self.settings = settings
         self.refused = {_row_id(*place): found for place, found in refused.items()} if refused else None
         """Channel rows (by :func:`_row_id`) malformed for a field the replay does not read (a split
@@ -349,13 +346,14 @@ class Fold:
         """Each (state, dst, src, force) seen: its fields validated, or None if it is not a value."""
         self.resolver = ColumnResolver(rules_for(self.replay.settings.storage, self.replay.settings.model))
         """The resolver's verdicts on a batch's records at once."""
-        self.key_names: Any = np.zeros(0, dtype=object)
-        """Each key met in a batch, by its number (:meth:`_key_ids`)."""
-        self.key_set: Any = pa.array([], type=pa.string())
-        self.key_replay: Any = np.zeros(0, dtype=np.int64)
+        self.key_names: Any = None
+        """Each key met in a batch, by its number (:meth:`_key_ids`); the column state is made at the
+        first Arrow batch (:meth:`_columns_start`): rows alone need neither numpy nor pyarrow."""
+        self.key_set: Any = None
+        self.key_replay: Any = None
         """Each key's namespace replay (its place in :attr:`replays`), -1 for another share's."""
-        self.held_value: Any = np.zeros(0, dtype=np.int64)
-        self.held_version: Any = np.zeros(0, dtype=np.int64)
+        self.held_value: Any = None
+        self.held_version: Any = None
         """What each key holds (:meth:`ColumnResolver.number`, -1: nothing) and its version, by key number."""
         self.in_step = True
         """Whether :attr:`held_value` is the replay's (no batch has been replayed row by row)."""
@@ -481,6 +479,17 @@ class Fold:
         dispatch: list[Dispatch] = tables[bits].tolist()
         return dispatch
 
+    def _columns_start(self) -> None:
+        """The keys' column state, empty (at the first Arrow batch)."""
+        import numpy as np
+        import pyarrow as pa
+
+        self.key_names = np.zeros(0, dtype=object)
+        self.key_set = pa.array([], type=pa.string())
+        self.key_replay = np.zeros(0, dtype=np.int64)
+        self.held_value = np.zeros(0, dtype=np.int64)
+        self.held_version = np.zeros(0, dtype=np.int64)
+
     def _key_ids(self, dictionary: Any, indices: Any) -> Any | None:
         """Each key of a batch's dictionary: its number in :attr:`key_names` (-1: a key no row of
         the batch has), each new key's namespace replay (or another share) worked out once; None if
@@ -489,6 +498,8 @@ class Fold:
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        if self.key_set is None:
+            self._columns_start()
         ids = pc.fill_null(pc.index_in(dictionary, value_set=self.key_set), -1).to_numpy(zero_copy_only=False)
         ids = ids.astype(np.int64)
         used = np.zeros(len(ids), dtype=bool)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -114,7 +115,8 @@ def test_demo_prints_graph_and_resolver_answers(tmp_path: Path) -> None:
     assert "no invariant broken; every state can settle" in result.output  # the checker's proof
     assert "broken: in-flight-acted-on" in result.output  # and the bug it finds
     audited = result.output.split("statechan audit 24186.jsonl")[1]
-    assert "version 2 holds Owned" in audited  # the auditor on #24186's view records: two values at v2
+    # the auditor on #24186's view records: two values at one version
+    assert re.search(r"one-value-per-version +│ +1 │ .*version \d+ holds \w+ dst=broker-\d:8080 v\d+ and then", audited)
     assert "accepted-forced" in result.output.split("traces show planted.parquet")[1]  # the resurrection's story
     assert "look closer" not in result.output  # no hint at the demo's temporary files
     assert "$ statechan explore --variant 25379" in result.output  # how to walk it (no server started)

@@ -99,9 +99,9 @@ def test_a_story_highlights_the_entry_asked_about(tmp_path: Path) -> None:
             "--key",
             key,
             "--around",
-            str(offsets[2]),
+            str(offsets[-1]),
             "--context",
-            "4",
+            "1",
             "--storage",
             "metadata-store",
             "--views",
@@ -113,7 +113,7 @@ def test_a_story_highlights_the_entry_asked_about(tmp_path: Path) -> None:
     html = page.read_text()
     focus = re.search(r'<g class="step focus"[^>]*data-heading="@(\d+)" id="broken"', html)
     assert focus is not None
-    assert int(focus[1]) == offsets[2]
+    assert int(focus[1]) == offsets[-1]
     assert "more entries of the story are not drawn" in html
 
 
