@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import Phase, settings
+from hypothesis import settings
 
 from properties.bench import RUNS_DIR_ENV, MetadataStoreBench, SyncerBench, SystemTopicBench
 from properties.hunts import HUNTS, hunt
@@ -15,27 +15,14 @@ from statechan.invariants.catalogue import step_ids
 
 STEPS = 30
 
-OPEN = (
-    "the current protocol's ci run breaks an invariant since the shutdown order was modelled: not yet "
-    "analysed (docs/findings.md, 'Open: the bench's ci runs of the current protocol')"
-)
-
-# while the runs are open, a failure is expected and its saved run tells it: no shrinking (minutes)
-UNSHRUNK = (Phase.explicit, Phase.reuse, Phase.generate)
-
 TestSystemTopicBench = SystemTopicBench.TestCase
-TestSystemTopicBench.settings = settings(stateful_step_count=STEPS, phases=UNSHRUNK)
-# the derandomized ci run from a clean example database does not reach the system topic's saved run
-# (docs/counterexamples/bench-current-SystemTopicBench.json); a database that holds it replays it
-TestSystemTopicBench.runTest = pytest.mark.xfail(strict=False, reason=OPEN)(TestSystemTopicBench.runTest)  # type: ignore[method-assign]
+TestSystemTopicBench.settings = settings(stateful_step_count=STEPS)
 
 TestMetadataStoreBench = MetadataStoreBench.TestCase
-TestMetadataStoreBench.settings = settings(stateful_step_count=STEPS, phases=UNSHRUNK)
-TestMetadataStoreBench.runTest = pytest.mark.xfail(strict=True, reason=OPEN)(TestMetadataStoreBench.runTest)  # type: ignore[method-assign]
+TestMetadataStoreBench.settings = settings(stateful_step_count=STEPS)
 
 TestSyncerBench = SyncerBench.TestCase
-TestSyncerBench.settings = settings(stateful_step_count=STEPS, phases=UNSHRUNK)
-TestSyncerBench.runTest = pytest.mark.xfail(strict=True, reason=OPEN)(TestSyncerBench.runTest)  # type: ignore[method-assign]
+TestSyncerBench.settings = settings(stateful_step_count=STEPS)
 
 
 class StepFormsOnly(MetadataStoreBench):

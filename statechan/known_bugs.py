@@ -191,8 +191,7 @@ KNOWN_BUGS: tuple[KnownBug, ...] = (
         "B34",
         "a forced unload is never reported done",
         ("unload-not-stranded",),
-        Bounds(admin_kinds=("unload",), session_losses=1, shutdowns=1, ticks=0),
-        small=False,
+        Bounds(admin=2, ticks=0),
     ),
     KnownBug(
         "25132",
@@ -287,9 +286,10 @@ UPSTREAM_FIXES: tuple[UpstreamFix, ...] = (
         2,
         "a restarted broker leaves its previous incarnation's Deleted for the monitor",
         "fix-02",
-        ("semi-terminal-tombstoned",),
+        ("release-acted-on",),
         Bounds(crashes=1, restarts=1, admin_kinds=("split",), ticks=1),
         small=False,
+        hazards=("release-acted-on",),
     ),
     UpstreamFix(
         "03",

@@ -172,6 +172,18 @@ class Observation:
         return self.state.departed
 
     @lazy
+    def named_late(self) -> frozenset[tuple[str, int, int]]:
+        """Records (key, destination, version) another broker wrote naming a departed broker as
+        destination after it left: a stale registry read, not the departure's to hand over."""
+        return self.state.named_late
+
+    @lazy
+    def inherited(self) -> frozenset[tuple[str, int]]:
+        """Semi-terminal records (key, version) a restarted broker found from its previous
+        incarnation: existing to its new channel, which does not tombstone them (the monitor does)."""
+        return self.state.inherited
+
+    @lazy
     def failed_splits(self) -> frozenset[str]:
         """Parents whose split gave up after its retries (left Splitting for the leader, as in Pulsar)."""
         return self.state.failed_splits

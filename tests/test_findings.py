@@ -243,14 +243,57 @@ def test_a_lookups_late_assignment_names_a_broker_that_closed_at_once() -> None:
     """Finding 12 (a candidate): B1 selects B2 for a lookup, then loses its session (its registry
     node goes); B2 shuts down owning nothing, finds nobody available and closes at once
     (``disableBroker``); B1, reading the registry through its cache, still publishes
-    ``Assigning dst=B2``, which nobody acts on until a leader cleans up."""
+    ``Assigning dst=B2``, which nobody acts on until a leader cleans up. Not B2's departure left
+    incomplete (``departure-complete`` holds) but another broker's write after it, reported on
+    request by ``departed-not-assigned``."""
+    from statechan.invariants.catalogue import check
+
     saved = load_saved_run(DOCS / "counterexamples" / "checker-finding-12.json")
     assert saved.config.variant == VARIANTS["current"]
     cluster = Cluster(saved.config, picks=saved.picks)
     for action in saved.actions:
         cluster.step(action)
-    assert [v.invariant for v in violations_of(cluster)] == ["departure-complete"]
+    assert violations_of(cluster) == []
+    found = check(cluster.observe(), ("departure-complete", "departed-not-assigned"))
+    assert [(v.invariant, v.key) for v in found] == [("departed-not-assigned", "tenant/ns-0/0x00000000_0xffffffff")]
     assert cluster.counters["closed-at-once"] == 1
     held = cluster.brokers["broker-1:8080"].value("tenant/ns-0/0x00000000_0xffffffff")
     assert held is not None
     assert (held.state, held.dst_broker) == (ServiceUnitState.Assigning, "broker-2:8080")
+    assert cluster.state.named_late == {("tenant/ns-0/0x00000000_0xffffffff", 1, 1)}
+
+
+@pytest.mark.parametrize("machine", ["SystemTopicBench", "SyncerBench"])
+def test_a_restarted_last_broker_leaves_its_previous_incarnations_forced_free_to_the_monitor(machine: str) -> None:
+    """Finding 2's second form through a shutdown: the last broker's clean-up writes a forced Free
+    (no broker to select) and its channel closes at once, before it reads it; restarted, the broker
+    reads it as existing and does not tombstone it. ``release-acted-on`` (named) reports it;
+    ``semi-terminal-tombstoned`` keeps to the records of the incarnation that runs."""
+    from statechan.cluster.runfile import replay
+    from statechan.invariants.catalogue import check
+
+    saved = load_saved_run(DOCS / "counterexamples" / f"bench-current-{machine}.json")
+    cluster = replay(saved.config, saved.actions, saved.picks)
+    assert violations_of(cluster) == []
+    key = "tenant/ns-0/0x00000000_0xffffffff"
+    found = check(cluster.observe(), ("release-acted-on", "semi-terminal-tombstoned"))
+    assert [(v.invariant, v.key) for v in found] == [("release-acted-on", key)]
+    held = cluster.brokers["broker-3:8080"].value(key)
+    assert held is not None
+    assert (held.state, held.force) == (ServiceUnitState.Free, True)
+    assert cluster.counters["closed-at-once"] >= 1
+
+
+def test_a_shutdown_that_closes_at_once_leaves_no_timer_to_its_next_incarnation() -> None:
+    """The bench's metadata-store run of the current protocol was the model's error: the clean-up
+    wait's timer of a shutdown that closed at once (a broker with no timer of its own, no other
+    broker registered) survived, and shut the restarted broker down (the run's first four steps)."""
+    saved = load_saved_run(DOCS / "counterexamples" / "bench-current-MetadataStoreBench.json")
+    c = Cluster(saved.config)
+    for action in saved.actions[:4]:  # B1 loses its session, B3 shuts down, B1 crashes, B2 shuts down
+        c.step(action)
+    assert [a.describe() for a in saved.actions[:4]][-1] == "shutdown(broker-2:8080)"
+    assert c.counters["closed-at-once"] == 1
+    b2 = c.brokers["broker-2:8080"].index
+    assert not c.state.brokers[b2].alive
+    assert [t.kind.value for t in c.state.timers if t.broker == b2 and t.kind.value != "session-expiry"] == []

@@ -838,8 +838,10 @@ class Tx:
         return timer
 
     def drop_timers(self, i: int) -> None:
-        """A broker's timers die with its incarnation (ZooKeeper's session expiry is not the broker's)."""
-        if any(t.broker == i and t.kind is not TimerKind.session_expiry for t in self.s.timers):
+        """A broker's timers die with its incarnation (ZooKeeper's session expiry is not the broker's),
+        those this step scheduled too (a shutdown that closes at once drops its own wait's timer)."""
+        timers = self.s.timers if self._timers is None else self._timers
+        if any(t.broker == i and t.kind is not TimerKind.session_expiry for t in timers):
             self._timers = [t for t in self.timers() if t.broker != i or t.kind is TimerKind.session_expiry]
 
     def crash(self, i: int) -> None:
@@ -935,6 +937,10 @@ class Tx:
         broker's write can come between them (the race of #24186). Returns that put and its result
         (a put the resolver refuses is done at once), or None: on the system topic, for a
         tombstone, or when the broker has no session."""
+        if value is not None and value.dst_broker != i and value.dst_broker in self.s.cold.departed:
+            # a registry read from before the departure named a broker that has left
+            late = self.cold()
+            late.named_late = late.named_late | {(key, value.dst_broker, value.version_id)}
         if not self.p.on_store:
             self.publish_message(key, value, i)
             return None
@@ -2221,11 +2227,28 @@ def _crash(tx: Tx, action: Crash) -> None:
 
 def _restart(tx: Tx, action: Restart) -> None:
     i = _broker(tx, action.broker, alive=False)
+    # what an earlier incarnation left semi-terminal is existing to the new channel (handleExisting
+    # acts on its own Owned only): the leader's monitor tombstones it after the tombstone delay
+    left = {
+        (key, data.version_id)
+        for key, data in channel_values(tx.s, tx.p).items()
+        if data.source_broker == i and (data.state is S.Deleted or (data.state is S.Free and data.force))
+    }
     tx.boot(i, tx.brokers[i].incarnation + 1, ready=tx.variant.restart_in_one_step)
     cold = tx.cold()
     cold.crash_times = {broker: at for broker, at in cold.crash_times.items() if broker != i}
     cold.departed = cold.departed - {i}
     cold.abandoned = cold.abandoned - {i}
+    if cold.named_late:
+        cold.named_late = frozenset(entry for entry in cold.named_late if entry[1] != i)
+    if left or cold.inherited:
+        values = channel_values(tx.s, tx.p)
+        still = {
+            (key, version)
+            for key, version in cold.inherited
+            if (data := values.get(key)) is not None and data.version_id == version
+        }
+        cold.inherited = frozenset(still | left)
 
 
 def _shutdown(tx: Tx, action: Shutdown) -> None:

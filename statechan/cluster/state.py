@@ -1129,8 +1129,12 @@ class Cold(_Cached):
     """What a cluster changes rarely, held apart so a step copies and a fingerprint hashes it only
     when it changes: the loads placement reads and when they were last reported, the namespaces'
     bundles, split failures to come (injected by tests), when brokers crashed or left the
-    registry, the splits that failed, the brokers that shut down (``departed``), and those whose
-    graceful clean-up was skipped for want of a channel owner (``abandoned``, never ``departed``)."""
+    registry, the splits that failed, the brokers that shut down (``departed``), those whose
+    graceful clean-up was skipped for want of a channel owner (``abandoned``, never ``departed``),
+    the records another broker wrote naming a departed broker as destination after it left
+    (``named_late``: key, destination, version), which its own shutdown could not hand over, and the
+    semi-terminal records a restarted broker found from its previous incarnation (``inherited``:
+    key, version), which its new channel reads as existing and does not act on."""
 
     __slots__ = (
         "abandoned",
@@ -1138,8 +1142,10 @@ class Cold(_Cached):
         "crash_times",
         "departed",
         "failed_splits",
+        "inherited",
         "loads",
         "loads_at",
+        "named_late",
         "split_failures",
         "unregistered_at",
     )
@@ -1155,6 +1161,8 @@ class Cold(_Cached):
         self.failed_splits: frozenset[str] = frozenset()
         self.departed: frozenset[int] = frozenset()
         self.abandoned: frozenset[int] = frozenset()
+        self.named_late: frozenset[tuple[str, int, int]] = frozenset()
+        self.inherited: frozenset[tuple[str, int]] = frozenset()
 
     def thaw(self) -> Cold:
         """A draft of the record: a shallow copy a step may change (its caches empty)."""
@@ -1163,8 +1171,10 @@ class Cold(_Cached):
         copy.crash_times = self.crash_times
         copy.departed = self.departed
         copy.failed_splits = self.failed_splits
+        copy.inherited = self.inherited
         copy.loads = self.loads
         copy.loads_at = self.loads_at
+        copy.named_late = self.named_late
         copy.split_failures = self.split_failures
         copy.unregistered_at = self.unregistered_at
         return copy
@@ -1188,6 +1198,8 @@ class Cold(_Cached):
             tuple(sorted(self.failed_splits)) if self.failed_splits else (),
             tuple(sorted(b(x) for x in self.departed)) if self.departed else (),
             tuple(sorted(b(x) for x in self.abandoned)) if self.abandoned else (),
+            tuple(sorted((key, b(x), v) for key, x, v in self.named_late)) if self.named_late else (),
+            tuple(sorted(self.inherited)) if self.inherited else (),
         )
 
 
@@ -1284,6 +1296,14 @@ class ClusterState(_Cached):
     @property
     def departed(self) -> frozenset[int]:
         return self.cold.departed
+
+    @property
+    def named_late(self) -> frozenset[tuple[str, int, int]]:
+        return self.cold.named_late
+
+    @property
+    def inherited(self) -> frozenset[tuple[str, int]]:
+        return self.cold.inherited
 
     def bundle_keys(self) -> frozenset[str]:
         return self.cold.bundles.keys

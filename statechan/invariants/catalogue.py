@@ -440,7 +440,9 @@ def lookup_answers_live_owner(obs: Observation) -> list[Violation]:
 
 @invariant(
     "orphan-cleaned",
-    "No bundle stays owned by, or in flight to, an unregistered broker for longer than the clean-up bound.",
+    "No bundle stays owned by, or in flight to, an unregistered broker for longer than the clean-up bound "
+    "(counted from the latest of the unregistration, the leader's start and the record's write: a record "
+    "written after the leader's clean-up ran waits for its monitor).",
     ["#21811", "#23064", "#23349", "#26520", "#25132"],
 )
 def orphan_cleaned(obs: Observation) -> list[Violation]:
@@ -456,11 +458,21 @@ def orphan_cleaned(obs: Observation) -> list[Violation]:
     }
     if not overdue:
         return []
-    found = []
-    for _broker, key, data in _first_holders(obs, lambda data: data.state in ACTIVE and holder(data) in overdue):
+    unregistered_at, leader_since, now = obs.unregistered_at, obs.leader_since, obs.time
+
+    def orphaned(data: Rec) -> bool:
         held_by = holder(data)
-        since = obs.unregistered_at[held_by]  # type: ignore[index]
-        detail = f"{data.state.value} by {broker_name(held_by)}, unregistered for {(obs.time - since) // 1000} s"
+        return (
+            data.state in ACTIVE
+            and held_by in overdue
+            and now - max(unregistered_at[held_by], leader_since, data.timestamp) > bound
+        )
+
+    found = []
+    for _broker, key, data in _first_holders(obs, orphaned):
+        held_by = holder(data)
+        since = unregistered_at[held_by]  # type: ignore[index]
+        detail = f"{data.state.value} by {broker_name(held_by)}, unregistered for {(now - since) // 1000} s"
         found.append(Violation("orphan-cleaned", f"{detail} (bound {bound // 1000} s)", key))
     return found
 
@@ -468,13 +480,18 @@ def orphan_cleaned(obs: Observation) -> list[Violation]:
 def _first_holders(obs: Observation, holds: Callable[[Rec], bool]) -> Iterator[tuple[str, str, Rec]]:
     """Each key that some started broker's view holds a value ``holds`` accepts for, with the first
     such broker (in broker order, by name) and its value: an invariant over views reports a key once."""
+    return _first_holders_of_keys(obs, lambda _key, data: holds(data))
+
+
+def _first_holders_of_keys(obs: Observation, holds: Callable[[str, Rec], bool]) -> Iterator[tuple[str, str, Rec]]:
+    """``_first_holders`` for a test that reads the key too."""
     reported: set[str] = set()
     started = obs.started
     for broker in obs.setup.by_name:
         if broker not in started:
             continue
         for key, data in sorted(obs.views.get(broker, {}).items()):
-            if key not in reported and holds(data):
+            if key not in reported and holds(key, data):
                 reported.add(key)
                 yield broker_name(broker), key, data
 
@@ -607,15 +624,29 @@ def in_flight_acted_on(obs: Observation) -> list[Violation]:
 @invariant(
     "release-acted-on",
     "Once nothing is waiting, no Releasing or Splitting waits on its source while that broker runs "
-    "and its view holds it. The current protocol does NOT hold this: a broker restarted with the "
-    "same id ignores a Releasing/Splitting of its previous incarnation until the leader's monitor "
-    "overrides it (see docs/findings.md); reported on request.",
-    ["#25379", "#19988"],
+    "and its view holds it, and no Deleted or forced Free that the source's previous incarnation left "
+    "untombstoned is held while the source runs again. The current protocol does NOT hold this: a "
+    "broker restarted with the same id ignores the records of its previous incarnation until the "
+    "leader's monitor overrides or tombstones them (see docs/findings.md, 2); reported on request.",
+    ["#25379", "#19988", "#22743"],
     when="quiescent",
     default=False,
 )
 def release_acted_on(obs: Observation) -> list[Violation]:
-    return _unacted(obs, frozenset({S.Releasing, S.Splitting}), "release-acted-on")
+    found = _unacted(obs, frozenset({S.Releasing, S.Splitting}), "release-acted-on")
+    inherited = obs.inherited
+    if inherited:
+        found += [
+            Violation(
+                "release-acted-on",
+                f"{broker} holds {_brief(data)}, which its source's previous incarnation left untombstoned",
+                key,
+            )
+            for broker, key, data in _first_holders_of_keys(
+                obs, lambda key, data: (key, data.version_id) in inherited and _left_by_running_source(obs, data)
+            )
+        ]
+    return found
 
 
 @invariant(
@@ -624,22 +655,53 @@ def release_acted_on(obs: Observation) -> list[Violation]:
     "the owner or destination of an active bundle, or the source of an in-flight one. A broker whose "
     "disableBroker did not run to its end (its clean-up skipped because it knew no leader, or its "
     "unregister failed without a session) leaves its bundles to the leader by design; orphan-cleaned "
-    "bounds those.",
+    "bounds those. So do records another broker wrote after the departure, naming the departed broker "
+    "from a stale registry read (departed-not-assigned reports them).",
     ["#26520", "#26634", "#23349", "#22573"],
     when="quiescent",
 )
 def departure_complete(obs: Observation) -> list[Violation]:
-    if not obs.departed:
+    departed = obs.departed
+    if not departed:
         return []
+    late = obs.named_late
 
-    def names_departed(data: Rec) -> bool:
-        return data.state in ACTIVE and (
-            data.dst_broker in obs.departed or (data.state in IN_FLIGHT and data.source_broker in obs.departed)
-        )
+    def names_departed(key: str, data: Rec) -> bool:
+        if data.state not in ACTIVE:
+            return False
+        if data.dst_broker in departed:
+            return not late or (key, data.dst_broker, data.version_id) not in late
+        return data.state in IN_FLIGHT and data.source_broker in departed
 
     return [
         Violation("departure-complete", f"{broker} holds {_brief(data)} after the broker left", key)
-        for broker, key, data in _first_holders(obs, names_departed)
+        for broker, key, data in _first_holders_of_keys(obs, names_departed)
+    ]
+
+
+@invariant(
+    "departed-not-assigned",
+    "Once nothing is waiting, no running broker's view holds an active record that another broker wrote "
+    "after a broker shut down gracefully, naming the departed broker as destination (a lookup or "
+    "clean-up that selected it from a registry read before it left). Pulsar's #26520 refuses late "
+    "assignments on the departing broker's own channel only; the leader's monitor overrides such a "
+    "record later (orphan-cleaned bounds it). Reported on request (docs/findings.md, 12).",
+    ["#26520"],
+    when="quiescent",
+    default=False,
+)
+def departed_not_assigned(obs: Observation) -> list[Violation]:
+    late = obs.named_late
+    if not late:
+        return []
+    departed = obs.departed
+
+    def written_late(key: str, data: Rec) -> bool:
+        return data.state in ACTIVE and data.dst_broker in departed and (key, data.dst_broker, data.version_id) in late
+
+    return [
+        Violation("departed-not-assigned", f"{broker} holds {_brief(data)}, written after the broker left", key)
+        for broker, key, data in _first_holders_of_keys(obs, written_late)
     ]
 
 
@@ -708,23 +770,33 @@ def lookup_not_stranded(obs: Observation) -> list[Violation]:
     "semi-terminal-tombstoned",
     "Once nothing is waiting, no running broker's view holds a Deleted, or a forced Free, whose source "
     "broker runs: the source tombstones it at once, so a finished split or a forced release leaves no "
-    "record behind to block the key's next life.",
+    "record behind to block the key's next life. A record its source's previous incarnation left (a "
+    "crash, or the last broker's shutdown closing its channel before it reads its own Free) is existing "
+    "to the new channel, which does not act on it: release-acted-on reports those (finding 2).",
     ["#22743", "#22859"],
     when="quiescent",
 )
 def semi_terminal_tombstoned(obs: Observation) -> list[Violation]:
-    def left_by_running_source(data: Rec) -> bool:
-        semi_terminal = data.state is S.Deleted or (data.state is S.Free and data.force)
-        return semi_terminal and data.source_broker in obs.started and data.source_broker in obs.connected
-
+    inherited = obs.inherited
     return [
         Violation(
             "semi-terminal-tombstoned",
             f"{broker} holds {_brief(data)}, and its source runs but has not tombstoned it",
             key,
         )
-        for broker, key, data in _first_holders(obs, left_by_running_source)
+        for broker, key, data in _first_holders_of_keys(
+            obs,
+            lambda key, data: (
+                _left_by_running_source(obs, data) and (not inherited or (key, data.version_id) not in inherited)
+            ),
+        )
     ]
+
+
+def _left_by_running_source(obs: Observation, data: Rec) -> bool:
+    """A Deleted or forced Free (semi-terminal: its source tombstones it) whose source runs."""
+    semi_terminal = data.state is S.Deleted or (data.state is S.Free and data.force)
+    return semi_terminal and data.source_broker in obs.started and data.source_broker in obs.connected
 
 
 @invariant(
@@ -999,7 +1071,8 @@ def owner_registered(step: Step, ns: Namespace) -> list[Violation]:
 @record_invariant(
     "orphan-cleaned",
     "A bundle is still Owned by, or in flight to, a broker more than the clean-up timeout (default "
-    "300 s) after that broker unregistered (unless it registered again by then).",
+    "300 s) after that broker unregistered (unless it registered again by then), in a state it held "
+    "then (one accepted later is another clock's, which the record form does not measure).",
     on="deadline",
 )
 def orphan_cleaned_records(deadline: Deadline, ns: Namespace) -> list[Violation]:
@@ -1008,7 +1081,8 @@ def orphan_cleaned_records(deadline: Deadline, ns: Namespace) -> list[Violation]
     found = []
     for key in sorted(ns.active):
         held = ns.held[key]
-        if holder(held.value) == deadline.broker:
+        # a record accepted after the unregistration starts a clock this deadline does not measure
+        if holder(held.value) == deadline.broker and held.since_time <= deadline.time:
             found.append(
                 Violation(
                     "orphan-cleaned",
