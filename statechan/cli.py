@@ -605,6 +605,13 @@ def check_command(
         list[str] | None,
         typer.Option(help="Leave out this cluster invariant (repeatable), e.g. to look past a known finding."),
     ] = None,
+    also: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Check this hazard invariant too (repeatable): one the current protocol is known not to hold, "
+            "off by default (docs/catalogue.md: release-acted-on, departed-not-assigned, single-server)."
+        ),
+    ] = None,
     html: Annotated[
         Path | None,
         typer.Option(help="Write a counterexample as a sequence diagram here (a self-contained HTML page)."),
@@ -1020,11 +1027,12 @@ def _bound_options(
     variant: str,
     model: str | None,
     skip: list[str] | None,
+    also: list[str] | None = None,
     **_: object,
 ) -> tuple[Bounds, str | Variant, list[str]]:
     """The bound, the variant (with its model) and the cluster invariants that ``statechan check``'s
     options name (``statechan explore`` takes the same); exit 2 naming the option that is wrong."""
-    from statechan.invariants.catalogue import simulation_ids
+    from statechan.invariants.catalogue import hazard_ids, simulation_ids
 
     if variant not in VARIANTS:
         err.print(f"[red]error:[/red] --variant: unknown {variant!r}; choose from {', '.join(VARIANTS)}")
@@ -1048,7 +1056,11 @@ def _bound_options(
             f"--restarts {restarts}: only a crashed or shut-down broker restarts, and a run has "
             f"{crashes} crash(es) and {shutdowns} shutdown(s) (--crashes, --shutdowns)"
         )
-    invariants = [i for i in cluster_ids if i not in set(skip or ())]
+    hazards = hazard_ids()
+    unknown_hazards = sorted(set(also or ()) - set(hazards))
+    if unknown_hazards:
+        _usage_error(f"--also: unknown {', '.join(unknown_hazards)}; hazard invariants: {', '.join(hazards)}")
+    invariants = [i for i in cluster_ids if i not in set(skip or ())] + [h for h in hazards if h in set(also or ())]
     kinds = tuple(k.strip() for k in admin_kinds.split(",") if k.strip())
     try:
         bounds = Bounds(

@@ -341,16 +341,6 @@ UPSTREAM_FIXES: tuple[UpstreamFix, ...] = (
         gives_up=("tombstone",),
     ),
     UpstreamFix(
-        "09",
-        9,
-        "a forced Free's delayed tombstone deletes the next owner's Owned",
-        "fix-09",
-        ("no-spurious-takeover",),
-        Bounds(lookups=2, admin=0, session_losses=1, shutdowns=1, ticks=0),
-        skip=("lookup-not-stranded",),
-        small=False,
-    ),
-    UpstreamFix(
         "10",
         10,
         "a lookup deferred on an assignment waits for its timeout when the store skips the Owned",

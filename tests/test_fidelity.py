@@ -425,7 +425,8 @@ def test_a_broker_whose_session_expired_keeps_serving_while_the_leader_hands_its
     keeps serving until it reads the leader's override (system topic) or its ``SessionLost``
     (metadata store, ``handleInvalidate``); the leader's clean-up (``handleBrokerDeletionEvent`` →
     ``doCleanup``) gives its bundle to another broker meanwhile. The model reaches that overlap;
-    ``single-owner`` counts registered brokers only, so it does not report it (docs/fidelity.md, 7)."""
+    ``single-owner`` counts registered brokers only, so it does not report it; ``single-server``, on
+    request, counts every running broker and does (docs/fidelity.md, 7)."""
     c = cluster(store)
     key = key0(c)
     owner = assign(c, key, via=B2)
@@ -447,6 +448,9 @@ def test_a_broker_whose_session_expired_keeps_serving_while_the_leader_hands_its
     assert key in serving[new.dst_broker]
     assert not c.registered(owner)
     assert check(c.observe(), ["single-owner"]) == []  # registered brokers only: not reported
+    # single-server counts every running broker, as Pulsar's reconnect policy leaves it serving
+    found = check(c.observe(), ["single-server"])
+    assert [(v.invariant, v.key) for v in found] == [("single-server", key)]
     c.drain()  # the old owner reads the override (or its SessionLost) and lets go
     assert key not in c.serving()[owner]
 

@@ -288,7 +288,7 @@ def test_a_shutdown_that_closes_at_once_leaves_no_timer_to_its_next_incarnation(
     """The bench's metadata-store run of the current protocol was the model's error: the clean-up
     wait's timer of a shutdown that closed at once (a broker with no timer of its own, no other
     broker registered) survived, and shut the restarted broker down (the run's first four steps)."""
-    saved = load_saved_run(DOCS / "counterexamples" / "bench-current-MetadataStoreBench.json")
+    saved = load_saved_run(Path(__file__).parent / "data" / "model-error-stale-shutdown-timer.json")
     c = Cluster(saved.config)
     for action in saved.actions[:4]:  # B1 loses its session, B3 shuts down, B1 crashes, B2 shuts down
         c.step(action)

@@ -4,6 +4,8 @@ counterexamples, with its levels in memory and with every state spilled to disk.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -174,8 +176,11 @@ def test_levels_are_reported_as_they_complete(monkeypatch: pytest.MonkeyPatch) -
     assert all(level.disk_mb > 0 for level in levels)
 
 
-def test_the_check_command_prints_memory_disk_and_the_collision_chance() -> None:
-    out = runner.invoke(app, ["check", "--admin", "0", "--ticks", "1"])
+def test_the_check_command_prints_memory_disk_and_the_collision_chance(tmp_path: Path) -> None:
+    spill = tmp_path / "not" / "yet"  # made when missing
+    out = runner.invoke(app, ["check", "--admin", "0", "--ticks", "1", "--spill-dir", str(spill)])
+    assert spill.is_dir()
+    assert list(spill.iterdir()) == []  # the search's own folder removed at its end
     assert out.exit_code == 0, out.output
     assert "peak memory" in out.output
     assert "MiB on disk at most" in out.output

@@ -213,6 +213,8 @@ def search(
                 fresh.add(k)
         return False
 
+    if spill_dir is not None:
+        Path(spill_dir).mkdir(parents=True, exist_ok=True)  # a folder named on the command line may be new
     folder = Path(tempfile.mkdtemp(prefix="statechan-search-", dir=spill_dir))
     disk_peak = 0
     sources: list[Source] = []
