@@ -1235,23 +1235,33 @@ def replay_command(
     html: Annotated[
         Path | None, typer.Option(help="Write the run as a sequence diagram here (a self-contained HTML page).")
     ] = None,
+    also: Annotated[
+        list[str] | None,
+        typer.Option(help="Check this hazard invariant too (repeatable), as statechan check --also does."),
+    ] = None,
 ) -> None:
     """Replay a saved run step by step, printing its timeline and any broken invariant."""
     from statechan.cluster.runfile import RunFileError, load_saved_run, replay
     from statechan.cluster.timeline import build_timeline, format_timeline
+    from statechan.invariants.catalogue import hazard_ids
 
     try:
         config, actions, note, picks = load_saved_run(run)
     except RunFileError as exc:
         _usage_error(str(exc))
+    unknown = sorted(set(also or ()) - set(hazard_ids()))
+    if unknown:
+        _usage_error(f"--also: unknown {', '.join(unknown)}; hazard invariants: {', '.join(hazard_ids())}")
     _writable(trace, "--trace", [run])
     _writable(html, "--html", [run, *([trace] if trace else [])], "an input or the --trace file")
-    checker, _ = invariant_checker(1)
+    checker, _ = invariant_checker(1, tuple(also or ()))
     steps = build_timeline(config, actions, checker, stop_at_violation=True, final_check=history_checker, picks=picks)
     if not quiet:
         console.print(format_timeline(steps, f"{run}: {note}".rstrip(": ")), markup=False, highlight=False)
     if html is not None:
-        _write_run_page(html, str(run), config, actions, picks, note=note, check=invariant_checker(1)[0])
+        _write_run_page(
+            html, str(run), config, actions, picks, note=note, check=invariant_checker(1, tuple(also or ()))[0]
+        )
     broken = [v for step in steps for v in step.violations]
     errors = [(i, step) for i, step in enumerate(steps, start=1) if step.error]
     if errors:

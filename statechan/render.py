@@ -56,13 +56,16 @@ def progress(message: str) -> None:
     err.print(f"[dim]audit:[/dim] {message}", highlight=False, soft_wrap=True)
 
 
-def invariant_checker(every: int) -> tuple[Callable[[Cluster], list[str]], int]:
+def invariant_checker(every: int, also: tuple[str, ...] = ()) -> tuple[Callable[[Cluster], list[str]], int]:
     """The catalogue's cluster invariants on each checked observation, and its step invariants on
-    each with the one checked before it."""
+    each with the one checked before it; ``also``: hazard entries checked besides the defaults."""
     from statechan.cluster.runner import ObservationCheck
-    from statechan.invariants.catalogue import check, check_step
+    from statechan.invariants.catalogue import check, check_step, simulation_ids
 
-    return ObservationCheck(check, check_step), every
+    if not also:
+        return ObservationCheck(check, check_step), every
+    ids = (*simulation_ids(), *also)
+    return ObservationCheck(lambda obs: check(obs, ids), lambda before, after: check_step(before, after, ids)), every
 
 
 def history_checker(cluster: Cluster) -> list[str]:

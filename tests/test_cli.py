@@ -186,3 +186,13 @@ def test_check_also_names_a_hazard_the_current_protocol_does_not_hold() -> None:
     wrong = runner.invoke(app, ["check", "--also", "single-owner"])
     assert wrong.exit_code == 2
     assert "--also: unknown single-owner" in wrong.output
+
+
+def test_replay_also_shows_a_hazard_runs_break() -> None:
+    """A saved run of a hazard entry breaks nothing by default and breaks the entry when named."""
+    run = "docs/counterexamples/hazards/checker-finding-12.json"
+    plain = runner.invoke(app, ["replay", run, "--quiet"])
+    assert plain.exit_code == 0, plain.output
+    named = runner.invoke(app, ["replay", run, "--quiet", "--also", "departed-not-assigned"])
+    assert named.exit_code == 1, named.output
+    assert "broken: departed-not-assigned" in named.output

@@ -248,7 +248,7 @@ def test_a_lookups_late_assignment_names_a_broker_that_closed_at_once() -> None:
     request by ``departed-not-assigned``."""
     from statechan.invariants.catalogue import check
 
-    saved = load_saved_run(DOCS / "counterexamples" / "checker-finding-12.json")
+    saved = load_saved_run(DOCS / "counterexamples" / "hazards" / "checker-finding-12.json")
     assert saved.config.variant == VARIANTS["current"]
     cluster = Cluster(saved.config, picks=saved.picks)
     for action in saved.actions:
@@ -272,7 +272,7 @@ def test_a_restarted_last_broker_leaves_its_previous_incarnations_forced_free_to
     from statechan.cluster.runfile import replay
     from statechan.invariants.catalogue import check
 
-    saved = load_saved_run(DOCS / "counterexamples" / f"bench-current-{machine}.json")
+    saved = load_saved_run(DOCS / "counterexamples" / "hazards" / f"bench-current-{machine}.json")
     cluster = replay(saved.config, saved.actions, saved.picks)
     assert violations_of(cluster) == []
     key = "tenant/ns-0/0x00000000_0xffffffff"
