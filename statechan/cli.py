@@ -1006,6 +1006,16 @@ def _resources_line(result: CheckResult) -> str:
     return line
 
 
+def _hazards_named(also: list[str] | None) -> tuple[str, ...]:
+    """The hazard entries ``--also`` names; exit 2 naming one the catalogue does not have."""
+    from statechan.invariants.catalogue import hazard_ids
+
+    unknown = sorted(set(also or ()) - set(hazard_ids()))
+    if unknown:
+        _usage_error(f"--also: unknown {', '.join(unknown)}; hazard invariants: {', '.join(hazard_ids())}")
+    return tuple(also or ())
+
+
 def _bound_options(
     *,
     brokers: int,
@@ -1032,7 +1042,7 @@ def _bound_options(
 ) -> tuple[Bounds, str | Variant, list[str]]:
     """The bound, the variant (with its model) and the cluster invariants that ``statechan check``'s
     options name (``statechan explore`` takes the same); exit 2 naming the option that is wrong."""
-    from statechan.invariants.catalogue import hazard_ids, simulation_ids
+    from statechan.invariants.catalogue import checked_ids, simulation_ids
 
     if variant not in VARIANTS:
         err.print(f"[red]error:[/red] --variant: unknown {variant!r}; choose from {', '.join(VARIANTS)}")
@@ -1056,11 +1066,7 @@ def _bound_options(
             f"--restarts {restarts}: only a crashed or shut-down broker restarts, and a run has "
             f"{crashes} crash(es) and {shutdowns} shutdown(s) (--crashes, --shutdowns)"
         )
-    hazards = hazard_ids()
-    unknown_hazards = sorted(set(also or ()) - set(hazards))
-    if unknown_hazards:
-        _usage_error(f"--also: unknown {', '.join(unknown_hazards)}; hazard invariants: {', '.join(hazards)}")
-    invariants = [i for i in cluster_ids if i not in set(skip or ())] + [h for h in hazards if h in set(also or ())]
+    invariants = checked_ids(skip or (), _hazards_named(also))
     kinds = tuple(k.strip() for k in admin_kinds.split(",") if k.strip())
     try:
         bounds = Bounds(
@@ -1243,25 +1249,20 @@ def replay_command(
     """Replay a saved run step by step, printing its timeline and any broken invariant."""
     from statechan.cluster.runfile import RunFileError, load_saved_run, replay
     from statechan.cluster.timeline import build_timeline, format_timeline
-    from statechan.invariants.catalogue import hazard_ids
 
     try:
         config, actions, note, picks = load_saved_run(run)
     except RunFileError as exc:
         _usage_error(str(exc))
-    unknown = sorted(set(also or ()) - set(hazard_ids()))
-    if unknown:
-        _usage_error(f"--also: unknown {', '.join(unknown)}; hazard invariants: {', '.join(hazard_ids())}")
+    hazards = _hazards_named(also)
     _writable(trace, "--trace", [run])
     _writable(html, "--html", [run, *([trace] if trace else [])], "an input or the --trace file")
-    checker, _ = invariant_checker(1, tuple(also or ()))
+    checker, _ = invariant_checker(1, hazards)
     steps = build_timeline(config, actions, checker, stop_at_violation=True, final_check=history_checker, picks=picks)
     if not quiet:
         console.print(format_timeline(steps, f"{run}: {note}".rstrip(": ")), markup=False, highlight=False)
     if html is not None:
-        _write_run_page(
-            html, str(run), config, actions, picks, note=note, check=invariant_checker(1, tuple(also or ()))[0]
-        )
+        _write_run_page(html, str(run), config, actions, picks, note=note, check=invariant_checker(1, hazards)[0])
     broken = [v for step in steps for v in step.violations]
     errors = [(i, step) for i, step in enumerate(steps, start=1) if step.error]
     if errors:

@@ -16,7 +16,15 @@ from dataclasses import dataclass
 
 from statechan.checker import Bounds, CheckResult, check
 from statechan.cluster.config import StoreKind
-from statechan.invariants.catalogue import simulation_ids
+from statechan.invariants.catalogue import checked_ids
+
+
+def check_options(
+    store: StoreKind, bounds: Bounds, skip: tuple[str, ...] = (), also: tuple[str, ...] = ()
+) -> list[str]:
+    """The ``statechan check`` options of a search (those that differ from the defaults)."""
+    named = [*(arg for i in skip for arg in ("--skip", i)), *(arg for h in also for arg in ("--also", h))]
+    return [*(["--store", store.value] if store is not StoreKind.system_topic else []), *bounds.options(), *named]
 
 
 @dataclass(frozen=True)
@@ -40,7 +48,7 @@ class KnownBug:
         return int(self.variant)
 
     def invariants(self) -> list[str]:
-        return [i for i in simulation_ids() if i not in self.skip]
+        return checked_ids(self.skip)
 
     def check(self, variant: str | None = None, por: bool = True) -> CheckResult:
         """The checker at this bug's bound, on its variant (or on ``variant``: ``current``)."""
@@ -48,8 +56,7 @@ class KnownBug:
 
     def options(self) -> list[str]:
         """The command-line options of this bug's search (those that differ from the defaults)."""
-        store = ["--store", self.store.value] if self.store is not StoreKind.system_topic else []
-        return [*store, *self.bounds.options(), *(arg for invariant in self.skip for arg in ("--skip", invariant))]
+        return check_options(self.store, self.bounds, self.skip)
 
     def command(self) -> str:
         return " ".join(["statechan check --variant", self.variant, *self.options()])
@@ -228,8 +235,7 @@ class UpstreamFix:
     skip: tuple[str, ...] = ()
     """Left out of both searches: another documented finding at this bound, or what the fix gives up."""
     hazards: tuple[str, ...] = ()
-    """Hazard entries of the catalogue checked too (named, as the library lets a caller; the command
-    line has no option for them yet, so :meth:`command` alone does not show the finding)."""
+    """Hazard entries of the catalogue checked too (``--also``)."""
     small: bool = True
     """Both searches take seconds: run by ``make test``; else run by hand (figures in the report)."""
     gives_up: tuple[str, ...] = ()
@@ -237,7 +243,7 @@ class UpstreamFix:
     a split parent's tombstone waits for the monitor's delay, past any small bound)."""
 
     def invariants(self) -> list[str]:
-        return [i for i in simulation_ids() if i not in self.skip] + list(self.hazards)
+        return checked_ids(self.skip, self.hazards)
 
     def holds(self, result: CheckResult) -> bool:
         """No invariant broken and every state can settle; no flow left unwalked but those given up."""
@@ -249,8 +255,7 @@ class UpstreamFix:
         return check(self.bounds, self.store, variant or self.variant, invariants=self.invariants(), por=por)
 
     def options(self) -> list[str]:
-        store = ["--store", self.store.value] if self.store is not StoreKind.system_topic else []
-        return [*store, *self.bounds.options(), *(arg for invariant in self.skip for arg in ("--skip", invariant))]
+        return check_options(self.store, self.bounds, self.skip, self.hazards)
 
     def command(self, variant: str | None = None) -> str:
         return " ".join(["statechan check --variant", variant or self.variant, *self.options()])
@@ -374,9 +379,8 @@ def fix_table(fixes: tuple[UpstreamFix, ...] = UPSTREAM_FIXES) -> list[str]:
         clean = fix.holds(fixed) and fixed.complete
         verdict = "clean" if clean else (fixed.violation or fixed.liveness or "stopped")
         held = "yes" if clean and broken.violation is not None else "**no**"
-        hazards = "".join(f" + hazard `{h}`" for h in fix.hazards)
         rows.append(
-            f"| [{fix.report}] | `{found}` | `{' '.join(fix.options()) or '(defaults)'}`{hazards} "
+            f"| [{fix.report}] | `{found}` | `{' '.join(fix.options()) or '(defaults)'}` "
             f"| `{fix.broken}`: {len(broken.path)} steps, {broken.states:,} states, {broken_s:.1f} s "
             f"| `{fix.variant}`: {verdict.split(' ')[0]}, {fixed.states:,} states, {fixed_s:.1f} s | {held} "
             f"| {'make test' if fix.small else 'by hand'} |"

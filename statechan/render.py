@@ -60,11 +60,11 @@ def invariant_checker(every: int, also: tuple[str, ...] = ()) -> tuple[Callable[
     """The catalogue's cluster invariants on each checked observation, and its step invariants on
     each with the one checked before it; ``also``: hazard entries checked besides the defaults."""
     from statechan.cluster.runner import ObservationCheck
-    from statechan.invariants.catalogue import check, check_step, simulation_ids
+    from statechan.invariants.catalogue import check, check_step, checked_ids
 
     if not also:
         return ObservationCheck(check, check_step), every
-    ids = (*simulation_ids(), *also)
+    ids = tuple(checked_ids(also=also))
     return ObservationCheck(lambda obs: check(obs, ids), lambda before, after: check_step(before, after, ids)), every
 
 

@@ -2229,10 +2229,9 @@ def _restart(tx: Tx, action: Restart) -> None:
     i = _broker(tx, action.broker, alive=False)
     # what an earlier incarnation left semi-terminal is existing to the new channel (handleExisting
     # acts on its own Owned only): the leader's monitor tombstones it after the tombstone delay
+    values = channel_values(tx.s, tx.p)
     left = {
-        (key, data.version_id)
-        for key, data in channel_values(tx.s, tx.p).items()
-        if data.source_broker == i and (data.state is S.Deleted or (data.state is S.Free and data.force))
+        (key, data.version_id) for key, data in values.items() if data.source_broker == i and data.tombstoned_by_source
     }
     tx.boot(i, tx.brokers[i].incarnation + 1, ready=tx.variant.restart_in_one_step)
     cold = tx.cold()
@@ -2241,8 +2240,7 @@ def _restart(tx: Tx, action: Restart) -> None:
     cold.abandoned = cold.abandoned - {i}
     if cold.named_late:
         cold.named_late = frozenset(entry for entry in cold.named_late if entry[1] != i)
-    if left or cold.inherited:
-        values = channel_values(tx.s, tx.p)
+    if left or cold.inherited:  # those still the key's value, and this incarnation's
         still = {
             (key, version)
             for key, version in cold.inherited

@@ -218,6 +218,12 @@ class Rec(_Cached):
         self.split: Final = split
         self._data: ServiceUnitStateData | None = None
 
+    @property
+    def tombstoned_by_source(self) -> bool:
+        """A Deleted, or a forced Free: the record its source tombstones as soon as it reads it
+        (``handleDeleteEvent``, ``handleFreeEvent`` since #22743)."""
+        return self.state is S.Deleted or (self.state is S.Free and self.force)
+
     def _args(self) -> tuple[Any, ...]:
         return (
             self.state,

@@ -814,9 +814,8 @@ def semi_terminal_tombstoned(obs: Observation) -> list[Violation]:
 
 
 def _left_by_running_source(obs: Observation, data: Rec) -> bool:
-    """A Deleted or forced Free (semi-terminal: its source tombstones it) whose source runs."""
-    semi_terminal = data.state is S.Deleted or (data.state is S.Free and data.force)
-    return semi_terminal and data.source_broker in obs.started and data.source_broker in obs.connected
+    """A Deleted or forced Free (its source tombstones it at once) whose source runs."""
+    return data.tombstoned_by_source and data.source_broker in obs.started and data.source_broker in obs.connected
 
 
 @invariant(
@@ -1983,6 +1982,13 @@ def hazard_ids() -> list[str]:
     """The cluster invariants off by default: hazards the current protocol is known not to hold,
     checked when named."""
     return [inv.id for inv in CATALOGUE.values() if not inv.default and inv.cluster_check is not None]
+
+
+def checked_ids(skip: Iterable[str] = (), also: Iterable[str] = ()) -> list[str]:
+    """The invariants a check of a simulated cluster runs: the defaults but those in ``skip``, and
+    the hazard entries named in ``also`` (``statechan check --skip/--also``)."""
+    left_out, named = set(skip), set(also)
+    return [i for i in simulation_ids() if i not in left_out] + [h for h in hazard_ids() if h in named]
 
 
 def simulation_settings(config: SimConfig, storage: StorageType, model: str) -> ReplaySettings:
