@@ -76,3 +76,42 @@ def namespace_bundles(namespace: str, count: int) -> list[Bundle]:
     step = (hi - lo) // count
     bounds = [lo + i * step for i in range(count)] + [hi]
     return [Bundle(namespace, bounds[i], bounds[i + 1]) for i in range(count)]
+
+
+# -- the system namespaces a broker owns without the channel (NamespaceService's formats) ------------------
+CLUSTER_NAME = "standalone"
+"""The cluster name in the system namespaces' names (Pulsar standalone's default; the channel never
+sees them, so the name is only what the owned set and a system lookup print)."""
+
+_HEARTBEAT_V1 = re.compile(r"^pulsar/[^/]+/([^:]+:\d+)$")
+_HEARTBEAT_V2 = re.compile(r"^pulsar/([^:]+:\d+)$")
+_SLA_MONITOR = re.compile(r"^sla-monitor/[^/]+/([^:]+:\d+)$")
+
+
+def full_bundle_key(namespace: str) -> str:
+    """The key of a namespace's one full-range bundle (system namespaces are never split)."""
+    return f"{namespace}/0x{FULL_RANGE[0]:08x}_0x{FULL_RANGE[1]:08x}"
+
+
+def system_bundle_keys(
+    broker: str, two_heartbeat_namespaces: bool = False, cluster: str = CLUSTER_NAME
+) -> tuple[str, ...]:
+    """The bundles a broker's table view puts in its owned set when it starts
+    (``ServiceUnitStateTableViewBase.init``): its heartbeat namespace's and its SLA-monitor namespace's
+    full bundles. Since #25304 one heartbeat namespace (``pulsar/<broker>``); before it, two (also
+    ``pulsar/<cluster>/<broker>``, ``NamespaceService.getHeartbeatNamespace``)."""
+    heartbeat = [f"pulsar/{cluster}/{broker}"] if two_heartbeat_namespaces else []
+    heartbeat.append(f"pulsar/{broker}")
+    return tuple(full_bundle_key(ns) for ns in (*heartbeat, f"sla-monitor/{cluster}/{broker}"))
+
+
+def system_bundle_broker(key: str) -> tuple[str, bool] | None:
+    """The broker a heartbeat or SLA-monitor bundle belongs to, and whether it is an SLA-monitor one
+    (``NamespaceService.checkHeartbeatNamespace``, ``checkHeartbeatNamespaceV2``,
+    ``getSLAMonitorBrokerName``, tried in that order on the key's namespace); None for any other key."""
+    namespace, _, _ = key.rpartition("/")
+    for pattern, sla in ((_HEARTBEAT_V1, False), (_HEARTBEAT_V2, False), (_SLA_MONITOR, True)):
+        match = pattern.match(namespace)
+        if match is not None:
+            return match[1], sla
+    return None

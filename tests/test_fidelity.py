@@ -481,3 +481,70 @@ def test_a_forced_unload_ends_in_a_free_that_waits_for_the_monitor(store: StoreK
     assert all(key not in view for view in c.views().values())
     assert c.counters["monitor-tombstones"] == 1
     assert check(c.observe()) == []
+
+
+# -- 8. ServiceUnitStateTableViewBase.init: the heartbeat and SLA-monitor bundles, without the channel --
+@pytest.mark.parametrize("store", STORES)
+@pytest.mark.parametrize("two", [False, True], ids=["master", "before-25304"])
+def test_the_owned_set_starts_with_the_broker_s_own_system_bundles(store: StoreKind, two: bool) -> None:
+    """``ServiceUnitStateTableViewBase.init`` puts the broker's heartbeat namespace's full bundle (one
+    since #25304: ``pulsar/<broker>``; before it also ``pulsar/<cluster>/<broker>``) and its SLA-monitor
+    namespace's in its owned set; ``updateOwnedServiceUnits`` adds its ``Owned`` channel bundles beside
+    them. No record of a system bundle reaches the channel, and they stay out of every view."""
+    c = cluster(store, Variant(two_heartbeat_namespaces=two))
+    key = key0(c)
+    owner = assign(c, key)
+    for name, broker in c.brokers.items():
+        system = {k for k in broker.owned_service_units() if k not in broker.serving()}
+        heartbeats = {k for k in system if k.startswith("pulsar/")}
+        assert len(heartbeats) == (2 if two else 1)
+        assert f"pulsar/{name}/0x00000000_0xffffffff" in heartbeats
+        assert {k for k in system if k.startswith("sla-monitor/")} == {
+            f"sla-monitor/standalone/{name}/0x00000000_0xffffffff"
+        }
+        assert all(name in k for k in system)  # each broker its own: no overlap between brokers
+    assert key in c.brokers[owner].owned_service_units()
+    assert all(k in c.live_bundle_keys() for view in c.views().values() for k in view)
+    assert not any(str(r.get("key", "")).startswith(("pulsar/", "sla-monitor/")) for r in c.trace)
+    c.step(Crash(B3))
+    assert c.brokers[B3].owned_service_units() == set()  # a broker that does not run owns nothing
+    c.advance(c.config.channel.session_timeout_ms)
+    c.step(Restart(B3))
+    assert c.brokers[B3].owned_service_units() == set()  # getOwnedServiceUnits: the channel has not started
+    c.step(RunTask(B3))
+    assert f"pulsar/{B3}/0x00000000_0xffffffff" in c.brokers[B3].owned_service_units()
+
+
+@pytest.mark.parametrize("store", STORES)
+def test_a_heartbeat_lookup_names_its_broker_without_the_channel(store: StoreKind) -> None:
+    """``ExtensibleLoadManagerImpl.assign`` answers a heartbeat bundle with the broker its namespace
+    names (``getHeartbeatOrSLAMonitorBrokerId``), whether that broker runs or not and before the
+    channel has started; an SLA-monitor bundle only while the registry has its broker. Nothing is
+    written to the channel."""
+    c = cluster(store)
+    heartbeat = f"pulsar/{B2}/0x00000000_0xffffffff"
+    sla = f"sla-monitor/standalone/{B2}/0x00000000_0xffffffff"
+    log = c.log_end
+    before = len(c.answers)
+    c.step(Lookup(B1, heartbeat))
+    c.step(Lookup(B1, sla))
+    assert [(a.owner, a.error, a.deferred) for a in c.answers[before:]] == [(B2, None, False), (B2, None, False)]
+    c.step(Crash(B2))
+    c.advance(c.config.channel.session_timeout_ms)
+    assert not c.registered(B2)
+    before = len(c.answers)
+    c.step(Lookup(B1, heartbeat))  # no liveness check: the client's connection to it fails instead
+    c.step(Lookup(B1, sla))  # not found in the registry: the lookup goes to the channel (which has no such bundle)
+    heartbeat_answer, sla_answer = c.answers[before:]
+    assert (heartbeat_answer.owner, heartbeat_answer.error) == (B2, None)
+    assert sla_answer.owner is None
+    assert sla_answer.error is not None
+    c.step(Restart(B2))
+    assert c.brokers[B2].channel is ChannelState.Constructed
+    before = len(c.answers)
+    c.step(Lookup(B2, heartbeat))
+    assert (c.answers[before].owner, c.answers[before].error) == (B2, None)
+    assert c.log_end == log
+    assert not any(str(r.get("key", "")).startswith(("pulsar/", "sla-monitor/")) for r in c.trace)
+    with pytest.raises(ValueError, match="no broker 'broker-9:8080'"):
+        c.step(Lookup(B1, "pulsar/broker-9:8080/0x00000000_0xffffffff"))

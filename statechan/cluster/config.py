@@ -106,6 +106,11 @@ class Variant(BaseModel):
         "and its channel started in one step (ExtensibleLoadManagerImpl.start registers first and starts the "
         "channel once the broker is ready for requests)",
     )
+    two_heartbeat_namespaces: bool = Field(
+        False,
+        description="before #25304: a broker's table view starts its owned set with two heartbeat namespaces' "
+        "bundles (pulsar/<cluster>/<broker> and pulsar/<broker>) besides the SLA monitor's, not one",
+    )
     graceful_cleanup_without_leader: bool = Field(
         False,
         description="the model before it read doCleanup's channel-owner check: a broker's own graceful "

@@ -93,7 +93,7 @@ from statechan.cluster.state import (
     broker_name,
     name_order,
 )
-from statechan.keys import Bundle, namespace_bundles, parse_key
+from statechan.keys import Bundle, namespace_bundles, parse_key, system_bundle_broker, system_bundle_keys
 from statechan.model import ProtocolModel, StorageRules, load_model, model_file_bytes
 from statechan.resolver import decide
 from statechan.states import ServiceUnitState, StorageType
@@ -2110,13 +2110,19 @@ def each_outcome(state: ClusterState, action: Action, p: Setup) -> Iterator[Outc
         yield outcome
 
 
-def _broker(tx: Tx, name: str, alive: bool = True) -> int:
+def _index(tx: Tx, name: str) -> int:
+    """The broker of the cluster named ``name``; a ValueError names the cluster's brokers."""
     try:
         i = broker_id(name)
     except ValueError:
         i = -1
     if not 0 <= i < len(tx.brokers):
         raise ValueError(f"no broker {name!r}; brokers: {', '.join(broker_name(b) for b in tx.p.by_name)}")
+    return i
+
+
+def _broker(tx: Tx, name: str, alive: bool = True) -> int:
+    i = _index(tx, name)
     if tx.brokers[i].alive is not alive:
         raise ValueError(f"{name} is {'not ' if alive else ''}running")
     return i
@@ -2156,6 +2162,10 @@ def _run_task(tx: Tx, action: RunTask) -> None:
 def _lookup(tx: Tx, action: Lookup) -> None:
     i = _broker(tx, action.broker)
     channel = tx.brokers[i].channel
+    if channel in LOOKUP_CHANNELS or channel is ChannelState.Constructed:
+        system = system_bundle_broker(action.bundle)
+        if system is not None and _system_lookup(tx, i, action, *system):
+            return
     if channel is ChannelState.Constructed:
         # #25715: the broker serves requests before its channel has started; getOwnerAsync fails
         tx.answer(i, action.bundle, None, "IllegalStateException: Invalid channel state:Constructed")
@@ -2163,6 +2173,31 @@ def _lookup(tx: Tx, action: Lookup) -> None:
     if channel not in LOOKUP_CHANNELS:
         raise ValueError(f"{action.describe()}: channel is {channel.name}: lookups are refused")
     tx.lookup(i, action.bundle)
+
+
+def _system_lookup(tx: Tx, i: int, action: Lookup, name: str, sla: bool) -> bool:
+    """``ExtensibleLoadManagerImpl.assign`` on a heartbeat or SLA-monitor bundle: the broker its
+    namespace names, without the channel (no record is written, whatever the channel's state). A
+    heartbeat bundle's broker is answered as it is; an SLA-monitor bundle's only when this broker's
+    registry read finds it (``getHeartbeatOrSLAMonitorBrokerId``), else the lookup goes on as any
+    other (here: to the channel, which has no such bundle). False when the lookup goes on."""
+    owner = _index(tx, name)
+    if sla and not tx.is_registered(i, owner):
+        return False
+    tx.answer(i, action.bundle, owner, None, unchecked=True)
+    return True
+
+
+def owned_service_units(state: ClusterState, p: Setup, i: int) -> frozenset[str]:
+    """Broker ``i``'s owned set as Pulsar's ``getOwnedServiceUnits`` returns it: its view's owned
+    bundles and, from its channel's start, its heartbeat and SLA-monitor bundles
+    (``ServiceUnitStateTableViewBase.init``; two heartbeat namespaces before #25304:
+    ``two_heartbeat_namespaces``). Empty while it does not run or its channel is not started."""
+    broker = state.brokers[i]
+    serving = broker.serving()
+    if not broker.alive or broker.channel not in LOOKUP_CHANNELS:
+        return serving
+    return serving | frozenset(system_bundle_keys(broker_name(i), p.variant.two_heartbeat_namespaces))
 
 
 def _unload(tx: Tx, action: Unload | Transfer) -> None:

@@ -161,6 +161,11 @@ class BrokerView:
         """Bundles it believes it owns (its own view's owned set), if it is running."""
         return set(self._b.serving())
 
+    def owned_service_units(self) -> set[str]:
+        """Pulsar's ``getOwnedServiceUnits``: what it serves and its own heartbeat and SLA-monitor
+        bundles, which never reach the channel."""
+        return set(protocol.owned_service_units(self._cluster.state, self._cluster.setup, self.index))
+
     @property
     def closed_units(self) -> Counter[str]:
         """How often it closed each bundle (its clients disconnected), so far in the run."""
