@@ -263,6 +263,35 @@ def test_a_lookups_late_assignment_names_a_broker_that_closed_at_once() -> None:
     assert cluster.state.named_late == {("tenant/ns-0/0x00000000_0xffffffff", 1, 1)}
 
 
+def test_a_departing_broker_that_registers_again_is_assigned_a_bundle_it_never_takes() -> None:
+    """Finding 13 (a candidate, master as it is: ``master-24371``): B2 shuts down owning nothing and
+    unregisters; it reads its own node's deletion after ``BrokerRegistryImpl.unregister`` set its state
+    back to ``Started`` and registers again. B1's lookup, which chose B2 before, checks B2 is
+    registered (#26520's check) and publishes ``Assigning dst=B2``, which B2's disabled channel never
+    takes; B2's process then ends and the record names a departed broker. Without the
+    re-registration (the model's default order) the same run re-selects B1 and breaks nothing."""
+    saved = load_saved_run(DOCS / "counterexamples" / "checker-finding-13.json")
+    assert saved.config.variant == VARIANTS["master-24371"]
+    key = "tenant/ns-0/0x00000000_0xffffffff"
+    cluster = Cluster(saved.config, picks=saved.picks)
+    registered: list[bool] = []
+    for action in saved.actions:
+        cluster.step(action)
+        registered.append(cluster.registered("broker-2:8080"))
+    assert registered.index(False) < registered.index(True, registered.index(False))  # out, then in again
+    assert [(v.invariant, v.key) for v in violations_of(cluster)] == [("departure-complete", key)]
+    held = cluster.brokers["broker-1:8080"].value(key)
+    assert held is not None
+    assert (held.state, held.dst_broker) == (ServiceUnitState.Assigning, "broker-2:8080")
+    assert not cluster.brokers["broker-2:8080"].alive
+    current = Cluster(saved.config.model_copy(update={"variant": VARIANTS["current"]}), picks=saved.picks)
+    for action in saved.actions:
+        if action in current.enabled_actions():
+            current.step(action)
+    assert violations_of(current) == []
+    assert not current.registered("broker-2:8080")
+
+
 @pytest.mark.parametrize("machine", ["SystemTopicBench", "SyncerBench"])
 def test_a_restarted_last_broker_leaves_its_previous_incarnations_forced_free_to_the_monitor(machine: str) -> None:
     """Finding 2's second form through a shutdown: the last broker's clean-up writes a forced Free

@@ -200,6 +200,12 @@ class Variant(BaseModel):
         description="master as it is (finding 3): a lookup's Assigning is published even if its bundle has left "
         "the namespace (the model's guard removed)",
     )
+    registry_not_sticky: bool = Field(
+        False,
+        description="master as it is (#24371): a broker shutting down gracefully that reads its own unregistration's "
+        "deletion after BrokerRegistryImpl.unregister has set its state back to Started registers again "
+        "(handleMetadataStoreNotification); off, the notification is read while Unregistering and ignored",
+    )
     keep_split_parent_deleted: bool = Field(
         False,
         description="fix 03/08: a split parent's Deleted is not tombstoned by its source; the leader's monitor "
@@ -261,6 +267,7 @@ VARIANTS: dict[str, Variant] = {
     "22859": Variant(forced_unload_never_done=True),
     "22899": Variant(registry_read_without_wait=True),
     "master-03": Variant(assign_without_namespace_check=True),
+    "master-24371": Variant(registry_not_sticky=True),
     "fix-01": Variant(compaction_keeps_tombstones=True),
     "fix-02": Variant(act_on_existing_in_flight=True),
     "fix-03": Variant(assign_without_namespace_check=True, keep_split_parent_deleted=True),

@@ -1498,7 +1498,7 @@ class Tx:
             if (
                 path == i
                 and event is NodeEvent.Deleted
-                and not broker.shutting_down
+                and (not broker.shutting_down or self.variant.registry_not_sticky)
                 and not self.variant.no_reregister_on_deletion
             ):
                 fix = self.variant.split_needs_registration
