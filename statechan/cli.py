@@ -518,7 +518,8 @@ def check_command(
     workers: Annotated[
         int,
         _number(
-            "Processes that expand states (the same search and verdict as one; --verify-fingerprints keeps it to one).",
+            "Processes that expand states from the first level of 1,000 states on (the same search and verdict as "
+            "one; --verify-fingerprints keeps it to one).",
             1,
             256,
             "a machine's cores",

@@ -15,6 +15,16 @@ from statechan.checker.parallel import WorkerFailed
 from statechan.cluster import StoreKind
 from tests.test_search_compact import SMALL, _found
 
+
+@pytest.fixture(autouse=True)
+def _workers_from_the_first_level(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workers take over at the root's successors, so these small bounds run on them throughout
+    (by default the levels below ``HANDOVER`` states are expanded in the search's own process)."""
+    import statechan.checker.parallel as parallel
+
+    monkeypatch.setattr(parallel, "HANDOVER", 0)
+
+
 CASES = [
     (SMALL.model_copy(update={"crashes": 1, "restarts": 1}), StoreKind.system_topic, "25379", {}, True),
     (Bounds(lookups=2, admin=0, ticks=1), StoreKind.metadata_store, "24186", {}, False),
@@ -79,3 +89,38 @@ def test_a_worker_that_fails_stops_the_search_with_its_traceback(monkeypatch: py
     monkeypatch.setattr(checker_module._Expander, "expand", broken)
     with pytest.raises(WorkerFailed, match="the expander broke"):
         check(SMALL, workers=2)
+
+
+@pytest.mark.parametrize("store", [StoreKind.system_topic, StoreKind.metadata_store])
+def test_workers_that_take_over_mid_search_find_what_one_process_finds(
+    store: StoreKind, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The levels below ``HANDOVER`` states are expanded in the search's process; the workers fork at
+    the first level of at least that many and go on from there (each with every other state of it
+    and the keys of every state found so far), to the same result."""
+    import statechan.checker.parallel as parallel
+
+    monkeypatch.setattr(parallel, "HANDOVER", 40)
+    taken: list[int] = []
+    start = parallel.Workers.__init__
+
+    def recording(self: parallel.Workers, *args: Any) -> None:
+        start(self, *args)
+        taken.append(self.queued)
+
+    monkeypatch.setattr(parallel.Workers, "__init__", recording)
+    bounds = Bounds(brokers=3, ticks=1)
+    one = check(bounds, store)
+    two = check(bounds, store, workers=2)
+    assert _found(two) == _found(one)
+    first = next(size for size in one.levels if size >= 40)
+    assert taken == [first]
+    assert one.levels[0] < 40  # the first levels were this process's
+
+
+def test_a_search_whose_levels_stay_small_starts_no_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    import statechan.checker.parallel as parallel
+
+    monkeypatch.setattr(parallel, "HANDOVER", 10**9)
+    monkeypatch.setattr(parallel.Workers, "__init__", lambda *args: pytest.fail("a worker was started"))
+    assert _found(check(SMALL, workers=2)) == _found(check(SMALL))

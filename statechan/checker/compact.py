@@ -131,7 +131,8 @@ def search(
     """Explore ``expander``'s bounded space breadth first into ``result`` (counts, coverage,
     verdict, counterexample, liveness), keeping only fingerprints and flat arrays in memory, and
     each level's states past the first ``keep`` (:data:`~statechan.checker.frontier.KEEP`) on disk.
-    With ``workers`` > 1 the states are expanded in that many processes
+    With ``workers`` > 1 the states of each level from the first of at least
+    :data:`~statechan.checker.parallel.HANDOVER` states on are expanded in that many processes
     (:class:`~statechan.checker.parallel.Workers`) and merged here in the order one process takes them."""
     from statechan.checker import FingerprintCollision, _counted, frontier, resident_mb, settled
     from statechan.invariants.catalogue import check as check_invariants
@@ -232,16 +233,22 @@ def search(
             fail(0, broken_at_start)
             raise _Stop
 
-        if workers > 1:
-            from statechan.checker.parallel import Workers
-
-            source: Source = Workers(expander, workers, folder, keep)
-        else:
-            source = Local(expander, folder, keep, known, depth_of, visitor)
+        # with workers, the first levels are expanded here all the same: a level of a few hundred
+        # states is over before forked processes would pay for their start and their round trips;
+        # the workers take over the first level of at least parallel.HANDOVER states
+        local = Local(expander, folder, keep, known, depth_of, visitor)
+        source: Source = local
         sources.append(source)
         source.start((0, root, Counter[str](), root_obs))
         depth = 0
         while source.queued:
+            if workers > 1 and source is local:
+                from statechan.checker import parallel
+
+                if source.queued >= parallel.HANDOVER:
+                    source = parallel.Workers(expander, workers, folder, keep, local.following, table)
+                    local.close()  # the workers have read their shares of the level
+                    sources.append(source)
             level_starts.append(len(parents))  # where the next level's states begin
             for index, expansion in source.level(depth):
                 while len(first_edge) < index:
@@ -317,7 +324,7 @@ def search(
     finally:
         gc.set_threshold(*collector)
         for source in sources:
-            disk_peak = source.disk_peak
+            disk_peak = max(disk_peak, source.disk_peak)
             source.close()
         shutil.rmtree(folder, ignore_errors=True)
         result.states = len(parents)

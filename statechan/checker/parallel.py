@@ -1,6 +1,10 @@
 """The compact search on several cores: worker processes expand the states they hold, and the
 search merges their expansions in this process in the order one process would take them.
 
+The workers are forked when a level first holds :data:`HANDOVER` states (the levels before are
+expanded in this process): each takes every other state of that level from the memory it shares
+with this process at the fork, and the keys of every state found so far with it.
+
 What crosses between processes is small: a worker sends each expansion with its steps' keys,
 verdicts and coverage, never the successor states; the merge answers with the states it kept (by
 parent and position) and where each goes next. A kept state stays in the worker that made it —
@@ -31,6 +35,10 @@ from statechan.checker.table import FingerprintTable, key64
 if TYPE_CHECKING:
     from statechan.checker import _Expander, _Expansion, _Step
 
+HANDOVER = 1_000
+"""The size of the first level the workers expand. A level of a few hundred states is expanded in
+this process in less time than starting the workers and the round trips of a level take."""
+
 STREAMED = 32
 """Expansions a worker sends at a time (the merge starts on them while it makes the next)."""
 
@@ -43,7 +51,12 @@ class Workers(Source):
 
     merges_reduction = True
 
-    def __init__(self, expander: _Expander, count: int, folder: Path, keep: int) -> None:
+    def __init__(
+        self, expander: _Expander, count: int, folder: Path, keep: int, level: LevelFile, known: FingerprintTable
+    ) -> None:
+        """Forks ``count`` workers that take over ``level`` (the next level to expand, written in
+        this process), each every ``count``-th state of it, knowing the states of ``known`` (every
+        state found so far); returns once each has read its share (``level`` may then go)."""
         context = multiprocessing.get_context("fork")
         self.count = count
         self.pipes: list[Connection] = []
@@ -51,12 +64,17 @@ class Workers(Source):
         for w in range(count):
             mine, theirs = context.Pipe()
             process = context.Process(
-                target=_work, args=(theirs, expander, w, count, folder, keep), daemon=True, name=f"statechan-search-{w}"
+                target=_work,
+                args=(theirs, expander, w, count, folder, keep, level, known),
+                daemon=True,
+                name=f"statechan-search-{w}",
             )
             process.start()
             theirs.close()
             self.pipes.append(mine)
             self.processes.append(process)
+        for pipe in self.pipes:
+            _answer(pipe)
         self.kept: list[list[tuple[int, int, int]]] = [[] for _ in range(count)]
         """For each worker, the states it made that the merge kept: (parent, position, index)."""
         self.incoming: list[list[str]] = [[] for _ in range(count)]
@@ -68,7 +86,7 @@ class Workers(Source):
         """A level is being expanded (a worker may be mid-way: stopping it cannot wait)."""
         self.producer: dict[int, int] = {}
         """The worker that expanded each state of the current level."""
-        self._queued = 0
+        self._queued = level.items
         self._merged = 0
 
     @property
@@ -78,12 +96,6 @@ class Workers(Source):
     @property
     def waiting(self) -> int:
         return self._queued - self._merged + sum(len(k) for k in self.kept)
-
-    def start(self, item: tuple[Any, ...]) -> None:
-        index, state, spent, _ = item
-        self.pipes[0].send(("hold", [(index, state, spent, None)]))
-        _answer(self.pipes[0])
-        self._queued = 1
 
     def level(self, depth: int) -> Iterator[tuple[int, _Expansion]]:
         self._merged = 0
@@ -172,24 +184,44 @@ def _answer(pipe: Connection) -> Any:
     return answer
 
 
-def _work(pipe: Connection, expander: _Expander, me: int, count: int, folder: Path, keep: int) -> None:
+def _work(
+    pipe: Connection,
+    expander: _Expander,
+    me: int,
+    count: int,
+    folder: Path,
+    keep: int,
+    level: LevelFile,
+    known: FingerprintTable,
+) -> None:
     """A worker: holds its part of each level, expands it when asked, keeps what the merge kept."""
     import traceback
 
     try:
-        _serve(pipe, expander, me, folder, keep)
+        _serve(pipe, expander, me, count, folder, keep, level, known)
     except Exception:  # reported to the search, which stops with it
         pipe.send(("failed", traceback.format_exc()))
 
 
-def _serve(pipe: Connection, expander: _Expander, me: int, folder: Path, keep: int) -> None:
+def _serve(
+    pipe: Connection,
+    expander: _Expander,
+    me: int,
+    count: int,
+    folder: Path,
+    keep: int,
+    level_file: LevelFile,
+    confirmed: FingerprintTable,
+) -> None:
+    """``confirmed``: the keys of every state the search holds from earlier levels (this process's
+    copy of the search's table at the fork, then what each level found)."""
     budget_kinds = list(expander.budget)
-    confirmed = FingerprintTable()
-    """The keys of every state the search holds from earlier levels."""
 
     def pack(item: tuple[Any, ...]) -> tuple[Any, ...]:
         index, state, spent, _ = item[:4]
-        return (index, state, tuple(spent.get(k, 0) for k in budget_kinds), None, *item[4:])
+        if isinstance(spent, Counter):  # (a state the search's process put on disk has its tuple already)
+            spent = tuple(spent.get(k, 0) for k in budget_kinds)
+        return (index, state, spent, None, *item[4:])
 
     def known(key: bytes) -> bool:
         return key64(key) in confirmed
@@ -202,7 +234,12 @@ def _serve(pipe: Connection, expander: _Expander, me: int, folder: Path, keep: i
             return -1
         raise _Undecided
 
-    holding: list[LevelFile] = [LevelFile(folder / f"w{me}-start", keep, pack)]
+    share = LevelFile(folder / f"w{me}-start", keep, pack)
+    for n, item in enumerate(level_file.read()):
+        if n % count == me:
+            share.append(item)
+    holding: list[LevelFile] = [share]
+    pipe.send(None)  # read: the search may remove the level's file
     made = LevelFile(folder / f"w{me}-made", keep, pack)
     level = 0
     while True:
@@ -211,11 +248,7 @@ def _serve(pipe: Connection, expander: _Expander, me: int, folder: Path, keep: i
             for file in [*holding, made]:
                 file.remove()
             return
-        if command[0] == "hold":
-            for item in command[1]:
-                holding[0].append(item)
-            pipe.send(None)
-        elif command[0] == "expand":
+        if command[0] == "expand":
             level = command[1]
             holding += [LevelFile.written(Path(path)) for path in command[2]]
             made = LevelFile(folder / f"w{me}-made-{level}", keep, pack)
