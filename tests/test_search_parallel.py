@@ -109,7 +109,7 @@ def test_workers_that_take_over_mid_search_find_what_one_process_finds(
         taken.append(self.queued)
 
     monkeypatch.setattr(parallel.Workers, "__init__", recording)
-    bounds = Bounds(brokers=3, ticks=1)
+    bounds = Bounds(brokers=3)
     one = check(bounds, store)
     two = check(bounds, store, workers=2)
     assert _found(two) == _found(one)

@@ -184,21 +184,13 @@ def _answer(pipe: Connection) -> Any:
     return answer
 
 
-def _work(
-    pipe: Connection,
-    expander: _Expander,
-    me: int,
-    count: int,
-    folder: Path,
-    keep: int,
-    level: LevelFile,
-    known: FingerprintTable,
-) -> None:
-    """A worker: holds its part of each level, expands it when asked, keeps what the merge kept."""
+def _work(pipe: Connection, *args: Any) -> None:
+    """A worker: holds its part of each level, expands it when asked, keeps what the merge kept
+    (:func:`_serve`'s arguments after the pipe)."""
     import traceback
 
     try:
-        _serve(pipe, expander, me, count, folder, keep, level, known)
+        _serve(pipe, *args)
     except Exception:  # reported to the search, which stops with it
         pipe.send(("failed", traceback.format_exc()))
 
