@@ -100,7 +100,7 @@ def test_workers_that_take_over_mid_search_find_what_one_process_finds(
     and the keys of every state found so far), to the same result."""
     import statechan.checker.parallel as parallel
 
-    monkeypatch.setattr(parallel, "HANDOVER", 40)
+    monkeypatch.setattr(parallel, "HANDOVER", 20)
     taken: list[int] = []
     start = parallel.Workers.__init__
 
@@ -109,13 +109,13 @@ def test_workers_that_take_over_mid_search_find_what_one_process_finds(
         taken.append(self.queued)
 
     monkeypatch.setattr(parallel.Workers, "__init__", recording)
-    bounds = Bounds(brokers=3)
+    bounds = Bounds(brokers=3, admin=0)
     one = check(bounds, store)
     two = check(bounds, store, workers=2)
     assert _found(two) == _found(one)
-    first = next(size for size in one.levels if size >= 40)
+    first = next(size for size in one.levels if size >= 20)
     assert taken == [first]
-    assert one.levels[0] < 40  # the first levels were this process's
+    assert one.levels[0] < 20  # the first levels were this process's
 
 
 def test_a_search_whose_levels_stay_small_starts_no_worker(monkeypatch: pytest.MonkeyPatch) -> None:
