@@ -519,7 +519,10 @@ def test_two_workers_make_the_search_one_worker_makes(bounds: Bounds, store: Sto
     assert one.states > 100
 
 
-def test_a_state_bound_cuts_two_workers_where_it_cuts_one() -> None:
+def test_a_state_bound_cuts_two_workers_where_it_cuts_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    import statechan.checker.parallel as parallel
+
+    monkeypatch.setattr(parallel, "HANDOVER", 0)  # workers from the root's successors on
     one = check(SMALL, max_states=700, por=False)
     two = check(SMALL, max_states=700, workers=2, por=False)
     assert not one.complete

@@ -317,10 +317,14 @@ def test_a_planted_unsound_reduction_is_caught(monkeypatch: pytest.MonkeyPatch) 
     ],
     ids=["default", "crash-restart", "25379", "20110"],
 )
-def test_two_workers_reduce_as_one_process(bounds: Bounds, variant: str) -> None:
+def test_two_workers_reduce_as_one_process(bounds: Bounds, variant: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """With workers, each worker finds the ample candidates and the merge applies the cycle
     proviso: the same states, transitions, reduced states, verdict and counterexample as one
-    process (the reasons counted for blocked candidates may differ: a worker tries them all)."""
+    process (the reasons counted for blocked candidates may differ: a worker tries them all).
+    The workers take over at the root's successors (these levels are below the default hand-over)."""
+    import statechan.checker.parallel as parallel
+
+    monkeypatch.setattr(parallel, "HANDOVER", 0)
     one = check(bounds, StoreKind.system_topic, variant)
     two = check(bounds, StoreKind.system_topic, variant, workers=2)
     assert one.por
