@@ -280,7 +280,7 @@ def search(
                         if step.broken:
                             fail(target, step.broken)
                             raise _Stop
-                        source.keep(index, step, target)
+                        source.keep(index, step, target, k)
                         continue
                     edges.append(target)
                     if step.own_checks and step.broken:
@@ -394,7 +394,7 @@ class Local(Source):
                 ),
             )
 
-    def keep(self, index: int, step: _Step, target: int) -> None:
+    def keep(self, index: int, step: _Step, target: int, key: int) -> None:
         assert step.state is not None
         assert step.spent is not None
         self.following.append((target, step.state, step.spent, step.obs))

@@ -133,7 +133,8 @@ class Source:
     def level(self, depth: int) -> Iterator[tuple[int, _Expansion]]:
         raise NotImplementedError
 
-    def keep(self, index: int, step: _Step, target: int) -> None:
+    def keep(self, index: int, step: _Step, target: int, key: int) -> None:
+        """Queue ``step``'s state (``key``: its 64-bit fingerprint) as state ``target`` of the next level."""
         raise NotImplementedError
 
     def end_level(self) -> None:

@@ -120,9 +120,9 @@ class Workers(Source):
                 self.producer[index] = w
                 yield index, expansion
 
-    def keep(self, index: int, step: _Step, target: int) -> None:
+    def keep(self, index: int, step: _Step, target: int, key: int) -> None:
         self.kept[self.producer[index]].append((index, step.position, target))
-        self.found.append(key64(step.key))
+        self.found.append(key)
 
     def end_level(self) -> None:
         total = sum(len(k) for k in self.kept)
