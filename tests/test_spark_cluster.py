@@ -114,8 +114,10 @@ def test_the_cluster_audit_equals_the_local_engine(
 def test_the_search_and_the_swarm_on_the_cluster_equal_one_process(cluster_spark: Any, tmp_path: Path) -> None:
     """The checker's code shipped to executors that cannot import statechan: the levels past 100
     states each a job on the two workers (the successors deduplicated across partitions), the
-    same states, verdict and counterexample as the compact search in this process; a clean bound's
-    liveness checked from the edges the executors wrote; the swarm's walks those of one process."""
+    same states, verdict and counterexample as the compact search in this process at the crash and
+    restart bound; the default and 3-broker bounds clean, with the same states, transitions and
+    levels, their liveness checked from the edges the executors wrote; the swarm's walks those of
+    one process."""
     from statechan.checker import Bounds, check
     from statechan.checker.sparksearch import check_on_spark
     from statechan.checker.swarm import swarm
@@ -136,10 +138,17 @@ def test_the_search_and_the_swarm_on_the_cluster_equal_one_process(cluster_spark
         compact.path,
         compact.picks,
     )
-    clean = check_on_spark(Bounds(admin=0, ticks=0), spark=cluster_spark)
-    expected = check(Bounds(admin=0, ticks=0))
-    assert clean.ok
-    assert (clean.states, clean.transitions, clean.levels) == (expected.states, expected.transitions, expected.levels)
+    # the default bound and the 3-broker bound, their widest level a job (82 and 329 states): clean and live
+    for bounds, small in ((Bounds(), 80), (Bounds(brokers=3), 325)):
+        clean = check_on_spark(bounds, spark=cluster_spark, small_level=small)
+        expected = check(bounds)
+        assert clean.ok, bounds
+        assert (clean.states, clean.transitions, clean.levels) == (
+            expected.states,
+            expected.transitions,
+            expected.levels,
+        )
+        assert max(clean.levels) > small  # some levels were jobs on the workers
     walks = swarm(faults, variant="25379", walks=40, seed=1, spark=cluster_spark)
     alone = swarm(faults, variant="25379", walks=40, seed=1)
     assert (walks.violation, walks.path, walks.states, walks.steps) == (
