@@ -53,3 +53,15 @@ def new_store(request: pytest.FixtureRequest) -> Iterator[Callable[[], Store]]:
     yield make
     for store in made:
         store.remove()
+
+
+def _spark_cluster_first(item: pytest.Item) -> int:
+    group = item.get_closest_marker("xdist_group")
+    return 0 if group is not None and group.args[:1] == ("spark-cluster",) else 1
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The standalone Spark cluster's tests first: they run as one group on one xdist worker
+    (``--dist loadgroup``) and are the longest group, so started first they run beside the rest
+    instead of after it. Every worker collects the same order (the sort is stable)."""
+    items.sort(key=_spark_cluster_first)
