@@ -88,11 +88,6 @@ _HEARTBEAT_V2 = re.compile(r"^pulsar/([^:]+:\d+)$")
 _SLA_MONITOR = re.compile(r"^sla-monitor/[^/]+/([^:]+:\d+)$")
 
 
-def full_bundle_key(namespace: str) -> str:
-    """The key of a namespace's one full-range bundle (system namespaces are never split)."""
-    return f"{namespace}/0x{FULL_RANGE[0]:08x}_0x{FULL_RANGE[1]:08x}"
-
-
 def system_bundle_keys(
     broker: str, two_heartbeat_namespaces: bool = False, cluster: str = CLUSTER_NAME
 ) -> tuple[str, ...]:
@@ -102,7 +97,8 @@ def system_bundle_keys(
     ``pulsar/<cluster>/<broker>``, ``NamespaceService.getHeartbeatNamespace``)."""
     heartbeat = [f"pulsar/{cluster}/{broker}"] if two_heartbeat_namespaces else []
     heartbeat.append(f"pulsar/{broker}")
-    return tuple(full_bundle_key(ns) for ns in (*heartbeat, f"sla-monitor/{cluster}/{broker}"))
+    # each its namespace's one full-range bundle (system namespaces are never split)
+    return tuple(Bundle(ns, *FULL_RANGE).key for ns in (*heartbeat, f"sla-monitor/{cluster}/{broker}"))
 
 
 def system_bundle_broker(key: str) -> tuple[str, bool] | None:
