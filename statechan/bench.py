@@ -1142,13 +1142,13 @@ def _cluster_needs(cpu_per_state: float, disk_per_state: float) -> str:
 
 WORKERS_BOUNDS: tuple[tuple[str, dict[str, int], int | None], ...] = (
     ("the default bound", {}, None),
-    ("3 brokers, no admin operation", {"brokers": 3, "admin": 0}, None),
+    ("3 brokers", {"brokers": 3}, None),
     ("3 brokers, a crash and a restart, the first 60,000 states", {"brokers": 3, "crashes": 1, "restarts": 1}, 60_000),
 )
 """The bounds ``--workers 2`` is measured on (bounds' fields; a state bound where the search is long)."""
 
 
-def bench_check_workers(rounds: int = 3) -> list[Figure]:
+def bench_check_workers(rounds: int = 5) -> list[Figure]:
     """The compact search with two worker processes against the same search in one, on each of
     :data:`WORKERS_BOUNDS`, back to back in alternating rounds; the search's own wall time (workers
     started included), the fastest of ``rounds`` each. Workers only pay on as many idle cores."""
@@ -1327,7 +1327,7 @@ def _size(name: str, args: argparse.Namespace) -> Any:
         "generate": args.generate_records,
         "check": args.baseline,
         "check-spark": 2,
-        "check-workers": 3,
+        "check-workers": 5,
         "simulate": args.baseline,
         "hypothesis": args.baseline,
     }.get(name, args.pairs)

@@ -518,8 +518,8 @@ def check_command(
     workers: Annotated[
         int,
         _number(
-            "Processes that expand states from the first level of 1,000 states on (the same search and verdict as "
-            "one; --verify-fingerprints keeps it to one).",
+            "Processes (this one included) that expand each level from the first of 64 states on (the same search "
+            "and verdict as one; --verify-fingerprints keeps it to one, --graph is not shared out).",
             1,
             256,
             "a machine's cores",
@@ -535,7 +535,7 @@ def check_command(
         SearchEngine | None,
         typer.Option(
             help="compact: 64-bit fingerprints and flat arrays in memory, each level's states on disk (the default "
-            "in one process); memory: a node per state (what --graph and --workers use).",
+            "in one process); memory: a node per state (what --graph uses; one process).",
         ),
     ] = None,
     spill_dir: Annotated[
@@ -678,6 +678,9 @@ def check_command(
 
     if engine is SearchEngine.compact and graph is not None:
         err.print("[red]error:[/red] --engine compact keeps no graph (drop --graph, or use --engine memory)")
+        raise typer.Exit(2)
+    if workers > 1 and (graph is not None or engine is SearchEngine.memory):
+        err.print("[red]error:[/red] --workers shares out the compact search only (drop --graph or --engine memory)")
         raise typer.Exit(2)
     last_level = [0.0]
 

@@ -212,7 +212,7 @@ class Engine(enum.Enum):
     """64-bit fingerprints and flat arrays in memory, each level's states on disk (the default)."""
     memory = "memory"
     """A node object per state and every queued state in memory: what the explored graph
-    (``keep_graph``) and the worker pool (``workers`` > 1) need."""
+    (``keep_graph``) needs. It runs in one process."""
 
 
 @interpreted
@@ -466,10 +466,11 @@ def check(
     compares the values whenever a fingerprint is met again, raising :class:`FingerprintCollision`
     if two different states ever share one (the values take memory).
 
-    ``workers`` > 1 expands the queued states in that many processes, a batch at a time, and
-    merges their successors here in the order the states were queued: the same states, verdict
-    and shortest counterexample as one worker. A ``visitor`` or ``verify_fingerprints`` needs the
-    states here, so either keeps the search in this process.
+    ``workers`` > 1 expands each level from the first of :data:`~statechan.checker.parallel.HANDOVER`
+    states on in that many processes (this one included) and merges their expansions here in the
+    order one process takes the states: the same states, verdict and shortest counterexample as
+    one worker. A ``visitor`` or ``verify_fingerprints`` needs the states here, so either keeps the
+    search in this process; the in-memory search (``keep_graph``) runs in one process.
 
     ``por`` (the default) expands a state through one delivery alone where that is shown sound
     (partial-order reduction, system topic without the syncer; see docs/checker.md): the same
@@ -485,8 +486,8 @@ def check(
     ``engine``: :attr:`Engine.compact` (the default in one process) keeps 64-bit fingerprints and
     flat arrays in memory and each level's states on disk (in ``spill_dir``, else the system's
     temporary directory), calling ``on_level`` as each breadth-first level completes;
-    :attr:`Engine.memory` keeps every state's node (needed by ``keep_graph`` and by ``workers``
-    > 1, which choose it). Both give the same states, verdict and shortest counterexample."""
+    :attr:`Engine.memory` keeps every state's node (needed by ``keep_graph``, which chooses it).
+    Both give the same states, verdict and shortest counterexample."""
     from statechan.invariants.catalogue import simulation_ids
 
     bounds = bounds if bounds is not None else Bounds()
@@ -505,6 +506,8 @@ def check(
         engine = Engine.memory if keep_graph else Engine.compact
     if engine is Engine.compact and keep_graph:
         raise ValueError("the compact search keeps no graph: use Engine.memory")
+    if engine is Engine.memory and workers > 1:
+        raise ValueError("the in-memory search (the explored graph) runs in one process: workers need Engine.compact")
     result.engine = engine
     expander = _expander(bounds, store, variant, symmetry, ids, keep_graph, verify_fingerprints, por)
     if engine is Engine.compact:
@@ -529,7 +532,6 @@ def check(
             result,
             expander,
             ids,
-            workers,
             max_states,
             max_seconds,
             max_memory_mb,
@@ -561,7 +563,6 @@ def _search_in_memory(
     result: CheckResult,
     expander: _Expander,
     ids: list[str],
-    workers: int,
     max_states: int,
     max_seconds: float | None,
     max_memory_mb: int | None,
@@ -570,9 +571,8 @@ def _search_in_memory(
     progress: Progress | None,
     progress_every_s: float,
 ) -> None:
-    """The search that keeps a :class:`Node` per state (and may expand in worker processes)."""
-    bounds, store, variant, por = result.bounds, result.store, result.variant, result.por
-    symmetry = expander.fingerprint.symmetry
+    """The search that keeps a :class:`Node` per state."""
+    bounds = result.bounds
     root = expander.root
     started = time.perf_counter()
     last_report = started
@@ -615,36 +615,15 @@ def _search_in_memory(
         finish()
         return
 
-    collector = fewer()  # statechan.collector: put back when the search ends (workers inherit it)
-    pool = _Pool(workers, bounds, store, variant, symmetry, ids, keep_graph, False, por) if workers > 1 else None
+    collector = fewer()  # statechan.collector: put back when the search ends
     try:
 
         def expanded() -> Iterator[tuple[_Queued, _Expansion]]:
             """Each queued state with its successors, in the order the states were queued."""
             while queue:
-                if pool is None:
-                    item = queue.popleft()
-                    fresh = set[bytes]()
-                    depth = nodes[item[0]].depth
-                    yield item, expander.expand(item[1:], depth, ids_of.__contains__, visitor, fresh, depth_of=depth_of)
-                    continue
-                inflight: deque[_Queued] = deque()
-
-                def jobs(inflight: deque[_Queued] = inflight) -> Iterator[tuple[_Item, int]]:
-                    # popped as the pool takes them: the workers stay busy while the merge goes on
-                    while queue:
-                        job = queue.popleft()
-                        inflight.append(job)
-                        yield (job[1], job[2], None), nodes[job[0]].depth
-
-                for expansion in pool.imap(jobs()):
-                    item = inflight.popleft()
-                    if por:
-                        if _reduce_merged(expansion, nodes[item[0]].depth, ids_of, nodes):
-                            expander.reduced += 1
-                        if expansion.blockers:
-                            expander.blockers.update(expansion.blockers)
-                    yield item, expansion
+                item = queue.popleft()
+                depth = nodes[item[0]].depth
+                yield item, expander.expand(item[1:], depth, ids_of.__contains__, visitor, set(), depth_of=depth_of)
 
         for (node_id, *_), expansion in expanded():
             node = nodes[node_id]
@@ -702,8 +681,6 @@ def _search_in_memory(
                 last_report = now
     finally:
         gc.set_threshold(*collector)
-        if pool is not None:
-            pool.terminate()
     finish()
     if result.violation is None and result.complete:
         _liveness(result, nodes)
@@ -1114,10 +1091,6 @@ def _outcomes(state: ClusterState, action: Action, setup: protocol.Setup) -> Ite
         yield outcome
 
 
-_WORKER: list[_Expander] = []
-"""A worker process's expander (set when the pool starts it)."""
-
-
 def _expander(
     bounds: Bounds,
     store: StoreKind,
@@ -1132,76 +1105,6 @@ def _expander(
     config = checker_config(bounds, store, variant)
     fingerprint = Fingerprinter(bounds.brokers, fingerprint_cap(config.channel), symmetry, store is StoreKind.both)
     return _Expander(config, bounds, fingerprint, ids, keep_graph, {} if verify else None, por)
-
-
-def _start_worker(*args: Any) -> None:
-    """A worker's start: its expander, built from the arguments of the search's own (:func:`_expander`)."""
-    _WORKER[:] = [_expander(*args)]
-
-
-_PRODUCED: set[bytes] = set()
-"""The keys this worker has produced. The first time the search meets a key, in the order states
-were queued, it is new to the worker that meets it (a worker takes its states in that order), so a
-worker need not check a state it produced before: the search knows it by then."""
-
-
-def _expand_in_worker(job: tuple[_Item, int]) -> _Expansion:
-    item, depth = job
-    expander = _WORKER[0]
-    if not expander.por:
-        expansion = expander.expand(item, depth, _PRODUCED.__contains__, None, _PRODUCED, exact=False)
-    else:
-        # with the reduction, the merge may drop any successor but the ample one, so a state this
-        # worker produced before may still be new to the search: every successor comes with its state
-        expander.blockers = Counter()
-        expansion = expander.expand(item, depth, _NOTHING.__contains__, None, set(), exact=False)
-        expansion.blockers = expander.blockers
-    for step in expansion.steps:
-        step.obs = None  # an observation's cached parts are not worth sending back
-    return expansion
-
-
-_NOTHING: frozenset[bytes] = frozenset()
-
-
-def _reduce_merged(expansion: _Expansion, depth: int, ids_of: dict[bytes, int], nodes: list[Node]) -> bool:
-    """Apply the reduction to a worker's expansion where it is merged, as one process would have
-    while expanding: the first delivery the worker found ample whose successor is new to the
-    search (or one level deeper) is the state's only successor, unless a step before it ends the
-    search. True if the expansion was reduced."""
-    fresh: set[bytes] = set()
-    for step in expansion.steps:
-        if step.refused:
-            continue
-        new = step.key not in ids_of and step.key not in fresh
-        if step.broken and (new or step.own_checks):
-            return False  # the search stops at this step (one process stops before reducing)
-        if step.ample:
-            known = ids_of.get(step.key)
-            if new or (known is not None and nodes[known].depth == depth + 1):
-                expansion.steps = [step]
-                return True
-            if expansion.blockers is not None:
-                expansion.blockers["proviso"] += 1
-        if new:
-            fresh.add(step.key)
-    return False
-
-
-class _Pool:
-    """Worker processes that expand states (forked: each builds the same root cluster)."""
-
-    def __init__(self, workers: int, *args: object) -> None:
-        import multiprocessing
-
-        self.pool = multiprocessing.get_context("fork").Pool(workers, initializer=_start_worker, initargs=args)
-
-    def imap(self, jobs: Iterable[tuple[Any, int]]) -> Iterable[_Expansion]:
-        return self.pool.imap(_expand_in_worker, jobs, chunksize=8)
-
-    def terminate(self) -> None:
-        self.pool.terminate()
-        self.pool.join()
 
 
 def _counted(result: CheckResult, step: _Step) -> bool:

@@ -1,17 +1,23 @@
-"""The compact search on several cores: worker processes expand the states they hold, and the
-search merges their expansions in this process in the order one process would take them.
+"""The compact search on several cores: this process and forked workers each expand part of every
+level, and this process merges the expansions in the order one process would take them.
 
 The workers are forked when a level first holds :data:`HANDOVER` states (the levels before are
-expanded in this process): each takes every other state of that level from the memory it shares
-with this process at the fork, and the keys of every state found so far with it.
+expanded in this process alone): with ``count`` processes in all, each (this one included) takes
+every ``count``-th state of that level, a worker from the memory it shares with this process at
+the fork, with the keys of every state found so far.
 
 What crosses between processes is small: a worker sends each expansion with its steps' keys,
 verdicts and coverage, never the successor states; the merge answers with the states it kept (by
-parent and position) and where each goes next. A kept state stays in the worker that made it —
-unless that worker holds more than its share of the next level, when it writes the excess to a
-file the lighter worker reads (states pickled, in chunks, as the levels on disk are). So a state is
+parent and position) and where each goes next. A kept state stays in the process that made it —
+unless that process holds more than its share of the next level, when it writes the excess to a
+file a lighter one reads (states pickled, in chunks, as the levels on disk are). So a state is
 pickled only to even the load, and the search is the one :func:`~statechan.checker.compact.search`
 makes in one process: the same states, in the same order, with the same verdict and counterexample.
+
+This process expands its own share between merging the others' expansions: whenever the merge
+waits for a worker that has nothing to send yet, it expands its next state instead of idling, and
+it empties the workers' pipes after each of its own expansions so that no worker waits on a full
+pipe. Its share is smaller (:data:`MERGE_WEIGHT`): the merge is its work too.
 
 The visited set (64-bit keys) and the parent links stay in this process: at 16 to 40 bytes a
 state they are not what limits a machine, and one table answers every question the merge asks in
@@ -20,11 +26,13 @@ order (new or known, and the reduction's cycle proviso) without a round trip per
 from __future__ import annotations
 
 import contextlib
+import copy
 import heapq
+import math
 import multiprocessing
 from array import array
-from collections import Counter
-from collections.abc import Iterator
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,33 +43,51 @@ from statechan.checker.table import FingerprintTable, key64
 if TYPE_CHECKING:
     from statechan.checker import _Expander, _Expansion, _Step
 
-HANDOVER = 1_000
-"""The size of the first level the workers expand. A level of a few hundred states is expanded in
-this process in less time than starting the workers and the round trips of a level take."""
+HANDOVER = 64
+"""The size of the first level expanded on several cores. The first levels of a search hold a few
+states each: one process expands them before a fork would have paid for itself."""
 
-STREAMED = 32
+STREAMED = 16
 """Expansions a worker sends at a time (the merge starts on them while it makes the next)."""
+
+MERGE_WEIGHT = 0.8
+"""This process's share of a level against a worker's (1): it also merges every expansion."""
+
+AHEAD = 4_096
+"""Expansions of its own share this process makes ahead of the merge, at most, while it waits
+for a worker (their successor states are held until the merge keeps or drops them)."""
+
+DRAIN_EVERY = 8
+"""This process's own expansions between two looks at the workers' pipes (a look is a system
+call; a pipe holds a few of a worker's chunks)."""
 
 _Item = tuple[int, Any, Any, Any]
 """A queued state: its index, the state, its budgets spent, its observation (or None)."""
 
+_Pair = tuple[int, "_Expansion"]
+
 
 class Workers(Source):
-    """``count`` forked worker processes, each holding part of every level."""
+    """This process and ``count - 1`` forked workers, each holding part of every level."""
 
     merges_reduction = True
 
     def __init__(
         self, expander: _Expander, count: int, folder: Path, keep: int, level: LevelFile, known: FingerprintTable
     ) -> None:
-        """Forks ``count`` workers that take over ``level`` (the next level to expand, written in
-        this process), each every ``count``-th state of it, knowing the states of ``known`` (every
-        state found so far); returns once each has read its share (``level`` may then go)."""
+        """Forks ``count - 1`` workers that take over ``level`` (the next level to expand, written in
+        this process) with this one, each every ``count``-th state of it, knowing the states of
+        ``known`` (every state found so far, this process's visited table); returns once each has
+        read its share (``level`` may then go)."""
         context = multiprocessing.get_context("fork")
         self.count = count
+        self.table = known
+        self.bound = len(known)
+        """States of the levels before the one being expanded (their indices are below it)."""
+        level.close()  # every item in memory or in the file before a worker reads it
         self.pipes: list[Connection] = []
         self.processes = []
-        for w in range(count):
+        for w in range(1, count):
             mine, theirs = context.Pipe()
             process = context.Process(
                 target=_work,
@@ -73,21 +99,37 @@ class Workers(Source):
             theirs.close()
             self.pipes.append(mine)
             self.processes.append(process)
+        # this process's share expands with a copy of the expander: what the merge counts (reduced
+        # states, the reduction's blockers) stays the merge's
+        self.share = _Share(copy.copy(expander), 0, folder, keep, self._known)
+        self.share.take(level, count)
         for pipe in self.pipes:
             _answer(pipe)
         self.kept: list[list[tuple[int, int, int]]] = [[] for _ in range(count)]
-        """For each worker, the states it made that the merge kept: (parent, position, index)."""
+        """For each process, the states it made that the merge kept: (parent, position, index)."""
         self.incoming: list[list[str]] = [[] for _ in range(count)]
-        """For each worker, the level files other workers wrote for it, to read with the next level."""
+        """For each process, the level files others wrote for it, to read with the next level."""
         self.found = array("Q")
         """The keys of the states this level found: every worker learns them (it then checks no state
         the search already holds, as one process does not)."""
         self._busy = False
         """A level is being expanded (a worker may be mid-way: stopping it cannot wait)."""
         self.producer: dict[int, int] = {}
-        """The worker that expanded each state of the current level."""
+        """The process that expanded each state of the current level."""
+        self._ready: list[deque[_Pair]] = [deque() for _ in range(count)]
+        """Each process's expansions received (or, for this one, made) and not yet merged."""
+        self._open: list[bool] = [False] * count
+        """Which processes may still send expansions this level."""
+        self._own: Iterator[_Pair] = iter(())
+        self._made = 0
+        """Expansions of its own share this process has made (it looks at the pipes every few)."""
         self._queued = level.items
         self._merged = 0
+
+    def _known(self, key: bytes) -> bool:
+        """Whether a key is a state of the levels up to the one being expanded (what a worker knows)."""
+        index = self.table.get(key64(key))
+        return 0 <= index < self.bound
 
     @property
     def queued(self) -> int:
@@ -100,25 +142,62 @@ class Workers(Source):
     def level(self, depth: int) -> Iterator[tuple[int, _Expansion]]:
         self._merged = 0
         self._busy = True
-        for w, pipe in enumerate(self.pipes):
+        self.bound = len(self.table)
+        for w, pipe in enumerate(self.pipes, start=1):
             pipe.send(("expand", depth, self.incoming[w]))
+        self._own = self.share.expand(depth, self.incoming[0])
         self.incoming = [[] for _ in range(self.count)]
-        # each worker streams its expansions in chunks as it makes them: the merge goes on meanwhile
+        self._open = [True] * self.count
         merged = heapq.merge(*(self._stream(w) for w in range(self.count)), key=lambda pair: pair[0])
         for index, expansion in merged:
             self._merged += 1
             yield index, expansion
         self._busy = False
 
-    def _stream(self, w: int) -> Iterator[tuple[int, _Expansion]]:
-        """Worker ``w``'s expansions of this level, in the order of the states' indices."""
+    def _stream(self, w: int) -> Iterator[_Pair]:
+        """Process ``w``'s expansions of this level, in the order of the states' indices."""
+        ready = self._ready[w]
         while True:
-            kind, made = _answer(self.pipes[w])
-            if kind == "done":
-                return
-            for index, expansion in made:
-                self.producer[index] = w
-                yield index, expansion
+            while not ready:
+                if not self._open[w]:
+                    return
+                self._pull(w)
+            index, expansion = ready.popleft()
+            self.producer[index] = w
+            yield index, expansion
+
+    def _pull(self, w: int) -> None:
+        """Wait for more of process ``w``'s expansions: this process's next one is made here; while
+        a worker has sent nothing, this process expands its own share ahead (up to :data:`AHEAD`)."""
+        if w == 0:
+            self._expand_own()
+            return
+        ready = self._ready[w]
+        while not ready and self._open[w]:
+            if self._open[0] and len(self._ready[0]) < AHEAD:
+                self._expand_own()  # (which looks at the pipes every few expansions)
+            else:
+                self._receive(w)
+
+    def _expand_own(self) -> None:
+        try:
+            self._ready[0].append(next(self._own))
+        except StopIteration:
+            self._open[0] = False
+            return
+        self._made += 1
+        if self._made % DRAIN_EVERY:
+            return
+        for w, pipe in enumerate(self.pipes, start=1):  # a worker's pipe never fills while this one works
+            while self._open[w] and pipe.poll():
+                self._receive(w)
+
+    def _receive(self, w: int) -> None:
+        kind, made = _answer(self.pipes[w - 1])
+        if kind == "done":
+            self._open[w] = False
+        else:
+            self._ready[w].extend(made)
 
     def keep(self, index: int, step: _Step, target: int, key: int) -> None:
         self.kept[self.producer[index]].append((index, step.position, target))
@@ -126,30 +205,33 @@ class Workers(Source):
 
     def end_level(self) -> None:
         total = sum(len(k) for k in self.kept)
-        share = -(-total // self.count)
-        # each worker keeps what it made up to its share; the excess goes to the lightest worker
+        weights = [MERGE_WEIGHT] + [1.0] * (self.count - 1)
+        shares = [math.ceil(total * weight / sum(weights)) for weight in weights]
+        # each process keeps what it made up to its share; the excess goes to the one furthest below its own
         counts = [len(k) for k in self.kept]
         moves: list[dict[int, int]] = [{} for _ in range(self.count)]
         for w in range(self.count):
-            excess = counts[w] - share
+            excess = counts[w] - shares[w]
             if excess <= 0:
                 continue
             for target_index in sorted((t for _, _, t in self.kept[w]), reverse=True)[:excess]:
-                lightest = min(range(self.count), key=counts.__getitem__)
+                lightest = min(range(self.count), key=lambda v: counts[v] - shares[v])
                 moves[w][target_index] = lightest
                 counts[lightest] += 1
                 counts[w] -= 1
         found = self.found.tobytes()
         self.found = array("Q")
-        for w, pipe in enumerate(self.pipes):
+        for w, pipe in enumerate(self.pipes, start=1):
             pipe.send(("keep", self.kept[w], moves[w], found))
-        for pipe in self.pipes:
-            written, disk = _answer(pipe)
+        answers = [self.share.keep(self.kept[0], moves[0])]  # while the workers keep theirs
+        answers += [_answer(pipe) for pipe in self.pipes]
+        for written, disk in answers:
             self.disk_peak = max(self.disk_peak, disk)
             for destination, path in written:
                 self.incoming[destination].append(path)  # read with the next level
         self._queued = total
         self.kept = [[] for _ in range(self.count)]
+        self.producer = {}
 
     def close(self) -> None:
         if self._busy:  # stopped mid-level (a violation, a bound): the workers' work is not wanted
@@ -163,14 +245,116 @@ class Workers(Source):
             if process.is_alive():
                 process.terminate()
                 process.join()
+        self.share.remove()
 
 
 class _Undecided(Exception):
-    """The reduction's proviso depends on what other workers found this level."""
+    """The reduction's proviso depends on what other processes found this level."""
 
 
 class WorkerFailed(RuntimeError):
     """A worker process raised: the search cannot go on without its part of the level."""
+
+
+class _Share:
+    """One process's part of each level: the states it holds, expanded when asked, and the states
+    it made that the merge kept, held for the next level (or written for another process)."""
+
+    def __init__(self, expander: _Expander, me: int, folder: Path, keep: int, known: Callable[[bytes], bool]) -> None:
+        """``known``: whether a key is a state of the levels up to the one being expanded."""
+        self.expander, self.me, self.folder, self.keep_held, self.known = expander, me, folder, keep, known
+        self.budget_kinds = list(expander.budget)
+        self.holding: list[LevelFile] = []
+        self.made = LevelFile(folder / f"w{me}-made", keep, self.pack)
+        self.depth = 0
+
+    def pack(self, item: tuple[Any, ...]) -> tuple[Any, ...]:
+        """An item as it goes to disk: budgets spent as a tuple, no observation."""
+        index, state, spent, _ = item[:4]
+        if isinstance(spent, Counter):  # (a state the search's process put on disk has its tuple already)
+            spent = tuple(spent.get(k, 0) for k in self.budget_kinds)
+        return (index, state, spent, None, *item[4:])
+
+    def _spent(self, spent: Any) -> Counter[str]:
+        if isinstance(spent, Counter):
+            return spent
+        return Counter({k: n for k, n in zip(self.budget_kinds, spent, strict=True) if n})
+
+    def _earlier(self, key: bytes) -> int | None:
+        """The depth of a state met again in an expansion: one of the levels before, if known; else
+        it was first met in this expansion, and whether another process met it this level first
+        (so it is one level deeper, and the proviso holds) only the merge can tell."""
+        if self.known(key):
+            return -1
+        raise _Undecided
+
+    def take(self, level: LevelFile, count: int) -> None:
+        """Every ``count``-th state of ``level`` from the ``me``-th on."""
+        share = LevelFile(self.folder / f"w{self.me}-start", self.keep_held, self.pack)
+        for n, item in enumerate(level.read()):
+            if n % count == self.me:
+                share.append(item)
+        self.holding = [share]
+
+    def expand(self, depth: int, incoming: list[str]) -> Iterator[_Pair]:
+        """Each state held, expanded in the order of their indices (with those other processes
+        wrote for this one), as one process expands it, reduction included: the levels before
+        decide the reduction's proviso, and where they do not the state is expanded fully with its
+        ample candidates flagged for the merge."""
+        expander = self.expander
+        self.depth = depth
+        self.holding += [LevelFile.written(Path(path)) for path in incoming]
+        self.made = LevelFile(self.folder / f"w{self.me}-made-{depth}", self.keep_held, self.pack)
+        streams = [file.read() for file in self.holding]
+        for index, state, spent, observed in heapq.merge(*streams, key=lambda item: item[0]):
+            item = (state, self._spent(spent), observed)
+            expander.blockers = Counter()
+            try:
+                expansion = expander.expand(item, depth, self.known, None, set(), depth_of=self._earlier)
+            except _Undecided:
+                expander.blockers = Counter()
+                expansion = expander.expand(item, depth, self.known, None, set(), exact=False)
+                expansion.undecided = True
+            expansion.blockers = expander.blockers
+            for step in expansion.steps:
+                if step.state is not None:
+                    self.made.append((index, step.state, step.spent, step.obs, step.position))
+                step.state, step.spent, step.obs = None, None, None
+            yield index, expansion
+        for file in self.holding:
+            file.remove()
+        self.holding = []
+
+    def keep(self, kept: list[tuple[int, int, int]], moves: dict[int, int]) -> tuple[list[tuple[int, str]], int]:
+        """Hold the states the merge kept (``kept``: parent, position, index) for the next level,
+        but write those ``moves`` sends elsewhere to a file for their process; the files written
+        (process, path) and the bytes on disk."""
+        wanted = {(parent, position): target for parent, position, target in kept}
+        mine = LevelFile(self.folder / f"w{self.me}-level-{self.depth + 1}", self.keep_held, self.pack)
+        sent: dict[int, LevelFile] = {}
+        for parent, state, spent, observed, position in self.made.read():
+            target = wanted.get((parent, position))
+            if target is None:
+                continue
+            destination = moves.get(target, self.me)
+            if destination == self.me:
+                mine.append((target, state, self._spent(spent), observed))
+                continue
+            if destination not in sent:
+                path = self.folder / f"w{self.me}-to-{destination}-{self.depth + 1}"
+                sent[destination] = LevelFile(path, 0, self.pack)
+            sent[destination].append((target, state, spent, None))
+        disk = self.made.bytes + mine.bytes + sum(f.bytes for f in sent.values())
+        self.made.remove()
+        mine.close()
+        for file in sent.values():
+            file.close()
+        self.holding = [mine]
+        return [(d, str(f.path)) for d, f in sent.items()], disk
+
+    def remove(self) -> None:
+        for file in [*self.holding, self.made]:
+            file.remove()
 
 
 def _answer(pipe: Connection) -> Any:
@@ -202,100 +386,29 @@ def _serve(
     count: int,
     folder: Path,
     keep: int,
-    level_file: LevelFile,
+    level: LevelFile,
     confirmed: FingerprintTable,
 ) -> None:
     """``confirmed``: the keys of every state the search holds from earlier levels (this process's
     copy of the search's table at the fork, then what each level found)."""
-    budget_kinds = list(expander.budget)
-
-    def pack(item: tuple[Any, ...]) -> tuple[Any, ...]:
-        index, state, spent, _ = item[:4]
-        if isinstance(spent, Counter):  # (a state the search's process put on disk has its tuple already)
-            spent = tuple(spent.get(k, 0) for k in budget_kinds)
-        return (index, state, spent, None, *item[4:])
-
-    def known(key: bytes) -> bool:
-        return key64(key) in confirmed
-
-    def earlier(key: bytes) -> int | None:
-        """The depth of a state met again in an expansion: one of the levels before, if the worker
-        knows it; else it was first met in this expansion, and whether another worker met it this
-        level first (so it is one level deeper, and the proviso holds) only the merge can tell."""
-        if key64(key) in confirmed:
-            return -1
-        raise _Undecided
-
-    share = LevelFile(folder / f"w{me}-start", keep, pack)
-    for n, item in enumerate(level_file.read()):
-        if n % count == me:
-            share.append(item)
-    holding: list[LevelFile] = [share]
+    share = _Share(expander, me, folder, keep, lambda key: key64(key) in confirmed)
+    share.take(level, count)
     pipe.send(None)  # read: the search may remove the level's file
-    made = LevelFile(folder / f"w{me}-made", keep, pack)
-    level = 0
     while True:
         command = pipe.recv()
         if command[0] == "stop":
-            for file in [*holding, made]:
-                file.remove()
+            share.remove()
             return
         if command[0] == "expand":
-            level = command[1]
-            holding += [LevelFile.written(Path(path)) for path in command[2]]
-            made = LevelFile(folder / f"w{me}-made-{level}", keep, pack)
-            out: list[tuple[int, _Expansion]] = []
-            streams = [file.read() for file in holding]
-            for index, state, spent, observed in heapq.merge(*streams, key=lambda item: item[0]):
-                if not isinstance(spent, Counter):
-                    spent = Counter({k: n for k, n in zip(budget_kinds, spent, strict=True) if n})
-                expander.blockers = Counter()
-                try:
-                    # one process's expansion, reduction included: the worker knows every state of
-                    # the levels before (the proviso's "known"), and says when that is not enough
-                    expansion = expander.expand((state, spent, observed), level, known, None, set(), depth_of=earlier)
-                except _Undecided:
-                    expander.blockers = Counter()
-                    expansion = expander.expand((state, spent, observed), level, known, None, set(), exact=False)
-                    expansion.undecided = True
-                expansion.blockers = expander.blockers
-                for step in expansion.steps:
-                    if step.state is not None:
-                        made.append((index, step.state, step.spent, None, step.position))
-                    step.state, step.spent, step.obs = None, None, None
-                out.append((index, expansion))
+            out: list[_Pair] = []
+            for pair in share.expand(command[1], command[2]):
+                out.append(pair)
                 if len(out) >= STREAMED:
                     pipe.send(("chunk", out))
                     out = []
-            for file in holding:
-                file.remove()
-            holding = []
             pipe.send(("chunk", out))
             pipe.send(("done", None))
         elif command[0] == "keep":
-            kept, moves = command[1], command[2]
             for key in array("Q", command[3]):
                 confirmed.add(key, 0)
-            wanted = {(parent, position): target for parent, position, target in kept}
-            mine = LevelFile(folder / f"w{me}-level-{level + 1}", keep, pack)
-            sent: dict[int, LevelFile] = {}
-            for parent, state, spent, _, position in made.read():
-                target = wanted.get((parent, position))
-                if target is None:
-                    continue
-                if not isinstance(spent, Counter):
-                    spent = Counter({k: n for k, n in zip(budget_kinds, spent, strict=True) if n})
-                destination = moves.get(target, me)
-                if destination == me:
-                    mine.append((target, state, spent, None))
-                    continue
-                if destination not in sent:
-                    sent[destination] = LevelFile(folder / f"w{me}-to-{destination}-{level + 1}", 0, pack)
-                sent[destination].append((target, state, spent, None))
-            disk = made.bytes + mine.bytes + sum(f.bytes for f in sent.values())
-            made.remove()
-            mine.close()
-            for file in sent.values():
-                file.close()
-            holding = [mine]
-            pipe.send(([(d, str(f.path)) for d, f in sent.items()], disk))
+            pipe.send(share.keep(command[1], command[2]))
