@@ -1165,6 +1165,8 @@ def bench_check_workers(rounds: int = 5) -> list[Figure]:
             double = check(bounds, workers=2, **limit)  # type: ignore[arg-type]
             states = (single.states, double.states)
             one, two = min(one, single.seconds), min(two, double.seconds)
+        # what two cores give this work at most: two independent searches at once, each in one process
+        together = min(max(_searches_at_once(bounds, cap or 1_000_000, 2)) for _ in range(rounds))
         figures.append(
             Figure(
                 f"check --workers 2: {label}",
@@ -1176,11 +1178,36 @@ def bench_check_workers(rounds: int = 5) -> list[Figure]:
                     "speed-up": f"{one / two:.2f}x",
                     "same states": states[0] == states[1],
                     "cores": os.cpu_count() or 1,
+                    "two searches at once": f"{together:.3f} s each (at most {2 * one / together:.2f}x from two cores)",
                     "timed": f"wall time of the search, fastest of {rounds} in alternating rounds",
                 },
             )
         )
     return figures
+
+
+def _searches_at_once(bounds: Any, max_states: int, count: int) -> list[float]:
+    """The wall times of ``count`` independent one-process searches of ``bounds`` run at the same
+    time (forked processes): how much slower each runs when the cores are all busy."""
+    import multiprocessing
+
+    from statechan.checker import check
+
+    def one(pipe: Any) -> None:
+        pipe.send(check(bounds, workers=1, max_states=max_states).seconds)
+
+    context = multiprocessing.get_context("fork")
+    pipes, processes = [], []
+    for _ in range(count):
+        mine, theirs = context.Pipe()
+        process = context.Process(target=one, args=(theirs,))
+        process.start()
+        pipes.append(mine)
+        processes.append(process)
+    seconds = [float(pipe.recv()) for pipe in pipes]
+    for process in processes:
+        process.join()
+    return seconds
 
 
 def bench_check_spark(rounds: int = 2) -> list[Figure]:

@@ -518,7 +518,7 @@ def check_command(
     workers: Annotated[
         int,
         _number(
-            "Processes (this one included) that expand each level from the first of 64 states on (the same search "
+            "Processes (this one included) that expand each level from the first of 128 states on (the same search "
             "and verdict as one; --verify-fingerprints keeps it to one, --graph is not shared out).",
             1,
             256,
