@@ -519,7 +519,7 @@ def check_command(
         int,
         _number(
             "Processes (this one included) that expand each level from the first of 128 states on (the same search "
-            "and verdict as one; --verify-fingerprints keeps it to one, --graph is not shared out).",
+            "and verdict as one; --verify-fingerprints keeps it to one; not with --graph or --engine memory).",
             1,
             256,
             "a machine's cores",

@@ -490,15 +490,6 @@ def test_verified_fingerprints_agree_with_the_search_and_a_weak_digest_is_caught
         check(bounds, verify_fingerprints=True)
 
 
-def _outcome(result: CheckResult) -> tuple[object, ...]:
-    coverage = {pair: dict(counts) for pair, counts in result.coverage.items()}
-    labels = [node.label for node in result.nodes]
-    successors = [node.successors for node in result.nodes]
-    path = [a.describe() for a in result.path]
-    found = (result.states, result.transitions, result.depth, result.violation, path, result.picks, result.liveness)
-    return (*found, result.refused, coverage, labels, successors, result.complete)
-
-
 @pytest.mark.parametrize(
     ("bounds", "store", "variant"),
     [

@@ -1028,7 +1028,7 @@ class _Expander:
                         why.append("placement")  # one pick of the delivery is not all of it
                     if not exact:
                         # a worker cannot tell whether the successor is new to the whole search:
-                        # the merge applies the proviso (:func:`_reduce_merged`), in this order
+                        # the merge applies the proviso (``reduce_merged`` in compact.search), in this order
                         step.ample = not why
                         if why:
                             self.blockers.update(why)

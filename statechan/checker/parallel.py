@@ -16,8 +16,9 @@ makes in one process: the same states, in the same order, with the same verdict 
 
 This process expands its own share between merging the others' expansions: whenever the merge
 waits for a worker that has nothing to send yet, it expands its next state instead of idling, and
-it empties the workers' pipes after each of its own expansions so that no worker waits on a full
-pipe. Its share is smaller (:data:`MERGE_WEIGHT`): the merge is its work too.
+it empties the workers' pipes every few of its own expansions so that no worker waits long on a full
+pipe (up to :data:`AHEAD` expansions a worker: what is held here stays bounded). Its share is
+smaller (:data:`MERGE_WEIGHT`): the merge is its work too.
 
 The visited set (64-bit keys) and the parent links stay in this process: at 16 to 40 bytes a
 state they are not what limits a machine, and one table answers every question the merge asks in
@@ -32,7 +33,7 @@ import math
 import multiprocessing
 from array import array
 from collections import Counter, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,15 +56,13 @@ MERGE_WEIGHT = 0.8
 """This process's share of a level against a worker's (1): it also merges every expansion."""
 
 AHEAD = 4_096
-"""Expansions of its own share this process makes ahead of the merge, at most, while it waits
-for a worker (their successor states are held until the merge keeps or drops them)."""
+"""Expansions of a process this one holds ahead of the merge, at most: its own (made while it waits
+for a worker; their successor states are held until the merge keeps or drops them) and each
+worker's (read from its pipe; past that the pipe fills and the worker waits)."""
 
 DRAIN_EVERY = 8
 """This process's own expansions between two looks at the workers' pipes (a look is a system
 call; a pipe holds a few of a worker's chunks)."""
-
-_Item = tuple[int, Any, Any, Any]
-"""A queued state: its index, the state, its budgets spent, its observation (or None)."""
 
 _Pair = tuple[int, "_Expansion"]
 
@@ -103,9 +102,16 @@ class Workers(Source):
         # this process's share expands with a copy of the expander: what the merge counts (reduced
         # states, the reduction's blockers) stays the merge's
         self.share = _Share(copy.copy(expander), 0, folder, keep, self._known)
-        self.share.take(level, count)
-        for pipe in self.pipes:
-            _answer(pipe)
+        try:
+            self.share.take(level, count)
+            for pipe in self.pipes:
+                _answer(pipe)
+        except BaseException:  # no search holds these workers yet: they go with the error
+            for process in self.processes:
+                process.terminate()
+                process.join()
+            self.share.remove()
+            raise
         self.kept: list[list[tuple[int, int, int]]] = [[] for _ in range(count)]
         """For each process, the states it made that the merge kept: (parent, position, index)."""
         self.incoming: list[list[str]] = [[] for _ in range(count)]
@@ -121,7 +127,7 @@ class Workers(Source):
         """Each process's expansions received (or, for this one, made) and not yet merged."""
         self._open: list[bool] = [False] * count
         """Which processes may still send expansions this level."""
-        self._own: Iterator[_Pair] = iter(())
+        self._own: Generator[_Pair, None, None] = _nothing()
         self._made = 0
         """Expansions of its own share this process has made (it looks at the pipes every few)."""
         self._queued = level.items
@@ -189,8 +195,8 @@ class Workers(Source):
         self._made += 1
         if self._made % DRAIN_EVERY:
             return
-        for w, pipe in enumerate(self.pipes, start=1):  # a worker's pipe never fills while this one works
-            while self._open[w] and pipe.poll():
+        for w, pipe in enumerate(self.pipes, start=1):  # a worker's pipe fills only past AHEAD
+            while self._open[w] and len(self._ready[w]) < AHEAD and pipe.poll():
                 self._receive(w)
 
     def _receive(self, w: int) -> None:
@@ -235,6 +241,7 @@ class Workers(Source):
         self.producer = {}
 
     def close(self) -> None:
+        self._own.close()  # (its level files are removed below)
         if self._busy:  # stopped mid-level (a violation, a bound): the workers' work is not wanted
             for process in self.processes:
                 process.terminate()
@@ -247,6 +254,11 @@ class Workers(Source):
                 process.terminate()
                 process.join()
         self.share.remove()
+
+
+def _nothing() -> Generator[_Pair, None, None]:
+    """No expansions (this process's share before the first level)."""
+    yield from ()
 
 
 class _Undecided(Exception):
@@ -297,7 +309,7 @@ class _Share:
                 share.append(item)
         self.holding = [share]
 
-    def expand(self, depth: int, incoming: list[str]) -> Iterator[_Pair]:
+    def expand(self, depth: int, incoming: list[str]) -> Generator[_Pair, None, None]:
         """Each state held, expanded in the order of their indices (with those other processes
         wrote for this one), as one process expands it, reduction included: the levels before
         decide the reduction's proviso, and where they do not the state is expanded fully with its
