@@ -140,8 +140,10 @@ CASES = [
     ("both stores and the syncer", {"admin": 0, "ticks": 1}, "both", "current", {}),
     ("bug 25379", {"crashes": 1, "restarts": 1}, "system-topic", "25379", {}),
     ("bug 20110", {"compactions": 1}, "system-topic", "20110", {}),
+    ("bug 25379, two processes", {"crashes": 1, "restarts": 1}, "system-topic", "25379", {"workers": 2}),
 ]
-"""Small bounds over every store, with and without the reductions, and two historical bugs."""
+"""Small bounds over every store, with and without the reductions, two historical bugs, and one of
+them on two processes (the search's process and a forked worker share its expander's records)."""
 
 _RUN_CASES = """
 import json, sys

@@ -27,7 +27,6 @@ order (new or known, and the reduction's cycle proviso) without a round trip per
 from __future__ import annotations
 
 import contextlib
-import copy
 import heapq
 import math
 import multiprocessing
@@ -99,9 +98,7 @@ class Workers(Source):
             theirs.close()
             self.pipes.append(mine)
             self.processes.append(process)
-        # this process's share expands with a copy of the expander: what the merge counts (reduced
-        # states, the reduction's blockers) stays the merge's
-        self.share = _Share(copy.copy(expander), 0, folder, keep, self._known)
+        self.share = _Share(expander, 0, folder, keep, self._known)
         try:
             self.share.take(level, count)
             for pipe in self.pipes:
@@ -321,6 +318,9 @@ class _Share:
         streams = [file.read() for file in self.holding]
         for index, state, spent, observed in heapq.merge(*streams, key=lambda item: item[0]):
             item = (state, self._spent(spent), observed)
+            # what the expander counts of its own (reduced states, the reduction's blockers) is the
+            # merge's in the search's process: an expansion here reports its share with itself
+            counted = expander.blockers, expander.reduced
             expander.blockers = Counter()
             try:
                 expansion = expander.expand(item, depth, self.known, None, set(), depth_of=self._earlier)
@@ -329,6 +329,7 @@ class _Share:
                 expansion = expander.expand(item, depth, self.known, None, set(), exact=False)
                 expansion.undecided = True
             expansion.blockers = expander.blockers
+            expander.blockers, expander.reduced = counted
             for step in expansion.steps:
                 if step.state is not None:
                     self.made.append((index, step.state, step.spent, step.obs, step.position))
