@@ -98,7 +98,7 @@ def test_the_checkers_counterexample_for_25946_breaks_the_variant_and_not_the_cu
 
 
 def test_bug_24478_gives_a_counterexample_with_a_session_loss() -> None:
-    result = check(SMALL.model_copy(update={"session_losses": 1}), variant="24478")
+    result = check(SMALL.model_copy(update={"session_losses": 1, "admin": 0}), variant="24478")
     assert result.violation is not None
     assert result.violation.split(" ")[0] in next(b for b in KNOWN_BUGS if b.variant == "24478").breaks
     assert "lose-session" in [a.kind for a in result.path]

@@ -107,7 +107,7 @@ def test_the_reduced_search_keeps_the_verdict_and_every_state_without_a_pending_
     ("variant", "bounds", "invariant"),
     [
         ("25379", SMALL.model_copy(update={"crashes": 1, "restarts": 1}), "in-flight-acted-on"),
-        ("24478", SMALL.model_copy(update={"session_losses": 1}), "single-owner"),
+        ("24478", SMALL.model_copy(update={"session_losses": 1, "admin": 0}), "single-owner"),
         ("20110", Bounds(compactions=1), "views-converge"),
         ("current", Bounds(admin_kinds=("unload",), compactions=1, ticks=3, tombstone_delay_s=30), "views-converge"),
     ],

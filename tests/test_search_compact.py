@@ -47,7 +47,7 @@ CASES = [
     (Bounds(admin=0, ticks=1), StoreKind.metadata_store, "current", {}, True),
     (Bounds(admin=0, ticks=0), StoreKind.both, "current", {}, False),
     (SMALL.model_copy(update={"crashes": 1, "restarts": 1}), StoreKind.system_topic, "25379", {}, True),
-    (SMALL.model_copy(update={"session_losses": 1}), StoreKind.system_topic, "24478", {}, False),
+    (SMALL.model_copy(update={"session_losses": 1, "admin": 0}), StoreKind.system_topic, "24478", {}, False),
     (Bounds(lookups=2, admin=0, ticks=1), StoreKind.metadata_store, "24186", {}, True),
     (Bounds(compactions=1), StoreKind.system_topic, "20110", {}, False),
     (Bounds(admin_kinds=("unload",), ticks=4, timely_delivery_ms=None), StoreKind.system_topic, "current", {}, True),
