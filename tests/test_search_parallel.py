@@ -130,3 +130,22 @@ def test_a_search_whose_levels_stay_small_starts_no_worker(monkeypatch: pytest.M
     monkeypatch.setattr(parallel, "HANDOVER", 10**9)
     monkeypatch.setattr(parallel.Workers, "__init__", lambda *args: pytest.fail("a worker was started"))
     assert _found(check(SMALL, workers=2)) == _found(check(SMALL))
+
+
+def test_the_shares_follow_each_process_s_speed_and_the_merge() -> None:
+    """Each level is shared out so that the processes finish together: by how many states a second
+    each expanded the level before, this process less by the merge's time; the fixed weights
+    before any process has expanded a state."""
+    from statechan.checker.parallel import MERGE_WEIGHT, share_out
+
+    assert share_out(1000, [(100, 1.0), (100, 1.0)], 0.0) == [500, 500]
+    own, worker = share_out(1000, [(100, 1.0), (100, 1.0)], 0.002)  # the merge: 2 s of 10 s in all
+    assert (own, worker) == (400, 600)
+    slow, fast = share_out(900, [(100, 2.0), (100, 1.0)], 0.0)  # this process at half the speed
+    assert (slow, fast) == (300, 600)
+    assert share_out(10, [(100, 1.0), (100, 1.0)], 1.0) == [0, 10]  # a merge slower than expanding it all
+    assert share_out(90, [(0, 0.0), (100, 1.0)], 0.0) == [
+        -(-90 * MERGE_WEIGHT // (MERGE_WEIGHT + 1)),
+        -(-90 // (MERGE_WEIGHT + 1)),
+    ]
+    assert sum(share_out(1001, [(7, 0.3), (5, 0.2), (9, 0.4)], 0.001)) >= 1001

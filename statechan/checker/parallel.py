@@ -18,7 +18,9 @@ This process expands its own share between merging the others' expansions: whene
 waits for a worker that has nothing to send yet, it expands its next state instead of idling, and
 it empties the workers' pipes every few of its own expansions so that no worker waits long on a full
 pipe (up to :data:`AHEAD` expansions a worker: what is held here stays bounded). Its share is
-smaller (:data:`MERGE_WEIGHT`): the merge is its work too.
+smaller, since the merge is its work too: each level's shares are set from how fast each process
+expanded its states in the level before and how long the merge took (:func:`share_out`; the clock
+decides only where a state is expanded, never what is found).
 
 The visited set (64-bit keys) and the parent links stay in this process: at 16 to 40 bytes a
 state they are not what limits a machine, and one table answers every question the merge asks in
@@ -30,6 +32,7 @@ import contextlib
 import heapq
 import math
 import multiprocessing
+import time
 from array import array
 from collections import Counter, deque
 from collections.abc import Callable, Generator, Iterator
@@ -52,7 +55,8 @@ STREAMED = 16
 """Expansions a worker sends at a time (the merge starts on them while it makes the next)."""
 
 MERGE_WEIGHT = 0.8
-"""This process's share of a level against a worker's (1): it also merges every expansion."""
+"""This process's share of the first level it shares out against a worker's (1): it also merges
+every expansion. From then on each level's shares follow the level before (:func:`share_out`)."""
 
 AHEAD = 4_096
 """Expansions of a process this one holds ahead of the merge, at most: its own (made while it waits
@@ -125,6 +129,11 @@ class Workers(Source):
         self._open: list[bool] = [False] * count
         """Which processes may still send expansions this level."""
         self._own: Generator[_Pair, None, None] = _nothing()
+        self._timed: list[tuple[int, float]] = [(0, 0.0)] * count
+        """Each process's expansions this level and the seconds it spent making them."""
+        self._waited = 0.0
+        """Seconds this process waited on a worker this level, with nothing of its own left to do."""
+        self._started = 0.0
         self._made = 0
         """Expansions of its own share this process has made (it looks at the pipes every few)."""
         self._queued = level.items
@@ -146,6 +155,9 @@ class Workers(Source):
     def level(self, depth: int) -> Iterator[tuple[int, _Expansion]]:
         self._merged = 0
         self._busy = True
+        self._timed = [(0, 0.0)] * self.count
+        self._waited = 0.0
+        self._started = time.perf_counter()
         self.bound = len(self.table)
         for w, pipe in enumerate(self.pipes, start=1):
             pipe.send(("expand", depth, self.incoming[w]))
@@ -181,14 +193,20 @@ class Workers(Source):
             if self._open[0] and len(self._ready[0]) < AHEAD:
                 self._expand_own()  # (which looks at the pipes every few expansions)
             else:
+                started = time.perf_counter()
                 self._receive(w)
+                self._waited += time.perf_counter() - started
 
     def _expand_own(self) -> None:
+        started = time.perf_counter()
         try:
             self._ready[0].append(next(self._own))
         except StopIteration:
             self._open[0] = False
             return
+        finally:
+            made, seconds = self._timed[0]
+            self._timed[0] = (made + 1, seconds + time.perf_counter() - started)
         self._made += 1
         if self._made % DRAIN_EVERY:
             return
@@ -200,6 +218,7 @@ class Workers(Source):
         kind, made = _answer(self.pipes[w - 1])
         if kind == "done":
             self._open[w] = False
+            self._timed[w] = made  # (its expansions, the seconds it spent on them)
         else:
             self._ready[w].extend(made)
 
@@ -209,8 +228,8 @@ class Workers(Source):
 
     def end_level(self) -> None:
         total = sum(len(k) for k in self.kept)
-        weights = [MERGE_WEIGHT] + [1.0] * (self.count - 1)
-        shares = [math.ceil(total * weight / sum(weights)) for weight in weights]
+        merging = time.perf_counter() - self._started - self._waited - self._timed[0][1]
+        shares = share_out(total, self._timed, merging / max(1, self._merged))
         # each process keeps what it made up to its share; the excess goes to the one furthest below its own
         counts = [len(k) for k in self.kept]
         moves: list[dict[int, int]] = [{} for _ in range(self.count)]
@@ -251,6 +270,22 @@ class Workers(Source):
                 process.terminate()
                 process.join()
         self.share.remove()
+
+
+def share_out(total: int, timed: list[tuple[int, float]], merging: float) -> list[int]:
+    """How many of ``total`` states each process takes (this one first) so that all finish together:
+    ``timed`` gives each one's expansions of the level before and the seconds they took, ``merging``
+    this process's seconds of merging a state. Where a process expanded nothing, the fixed weights
+    (:data:`MERGE_WEIGHT` against 1) stand in. The shares add up to at least ``total``."""
+    if any(made == 0 or seconds <= 0 for made, seconds in timed):
+        weights = [MERGE_WEIGHT] + [1.0] * (len(timed) - 1)
+        return [math.ceil(total * weight / sum(weights)) for weight in weights]
+    rates = [made / seconds for made, seconds in timed]
+    merge = merging * total  # this process's merge of the whole next level
+    together = (total + merge * rates[0]) / sum(rates)  # the seconds each process then works
+    own = min(total, max(0.0, (together - merge) * rates[0]))
+    rest = (total - own) / sum(rates[1:])
+    return [math.ceil(own)] + [math.ceil(rest * rate) for rate in rates[1:]]
 
 
 def _nothing() -> Generator[_Pair, None, None]:
@@ -415,13 +450,21 @@ def _serve(
             return
         if command[0] == "expand":
             out: list[_Pair] = []
-            for pair in share.expand(command[1], command[2]):
+            made, seconds = 0, 0.0
+            expansions = share.expand(command[1], command[2])
+            while True:
+                started = time.perf_counter()  # the expansions' own time, not the sends'
+                pair = next(expansions, None)
+                seconds += time.perf_counter() - started
+                if pair is None:
+                    break
+                made += 1
                 out.append(pair)
                 if len(out) >= STREAMED:
                     pipe.send(("chunk", out))
                     out = []
             pipe.send(("chunk", out))
-            pipe.send(("done", None))
+            pipe.send(("done", (made, seconds)))
         elif command[0] == "keep":
             for key in array("Q", command[3]):
                 confirmed.add(key, 0)
