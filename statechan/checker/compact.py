@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from statechan.checker.frontier import LevelFile, Source
+from statechan.checker.frontier import LevelFile, Source, packed_spent, unpacked_spent
 from statechan.checker.table import FingerprintTable, key64
 from statechan.cluster.actions import Action
 from statechan.cluster.state import ClusterState
@@ -366,7 +366,7 @@ class Local(Source):
     def pack(self, item: tuple[Any, ...]) -> tuple[Any, ...]:
         """A queued state as it goes to disk: its budgets spent as a tuple, no observation."""
         index, state, spent, _ = item
-        return index, state, tuple(spent.get(k, 0) for k in self.budget_kinds), None
+        return index, state, packed_spent(spent, self.budget_kinds), None
 
     @property
     def queued(self) -> int:
@@ -385,12 +385,15 @@ class Local(Source):
         self.done = 0
         for index, state, spent, observed in self.current.read():
             self.done += 1
-            if not isinstance(spent, Counter):
-                spent = Counter({k: n for k, n in zip(self.budget_kinds, spent, strict=True) if n})
             yield (
                 index,
                 self.expander.expand(
-                    (state, spent, observed), depth, self.known, self.visitor, set(), depth_of=self.depth_of
+                    (state, unpacked_spent(spent, self.budget_kinds), observed),
+                    depth,
+                    self.known,
+                    self.visitor,
+                    set(),
+                    depth_of=self.depth_of,
                 ),
             )
 

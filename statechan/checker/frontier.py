@@ -9,8 +9,8 @@ import os
 import pickle
 import struct
 import zlib
-from collections import deque
-from collections.abc import Callable, Iterator
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +26,20 @@ _LENGTH = struct.Struct("<Q")
 KEEP = 20_000
 """States of a level kept as they are (not pickled) before the rest go to disk: pickling a state
 and reading it back costs about as much as expanding it, so small levels stay in memory."""
+
+
+def packed_spent(spent: Counter[str] | tuple[int, ...], kinds: Sequence[str]) -> tuple[int, ...]:
+    """A queued state's budgets spent as they go to disk: a count per kind, in ``kinds``' order."""
+    if isinstance(spent, Counter):
+        return tuple(spent.get(k, 0) for k in kinds)
+    return spent
+
+
+def unpacked_spent(spent: Counter[str] | tuple[int, ...], kinds: Sequence[str]) -> Counter[str]:
+    """The budgets spent as an expansion takes them, from what :func:`packed_spent` wrote (or as held)."""
+    if isinstance(spent, Counter):
+        return spent
+    return Counter({k: n for k, n in zip(kinds, spent, strict=True) if n})
 
 
 class LevelFile:

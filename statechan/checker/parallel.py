@@ -40,7 +40,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from statechan.checker.frontier import LevelFile, Source
+from statechan.checker.frontier import LevelFile, Source, packed_spent, unpacked_spent
 from statechan.checker.table import FingerprintTable, key64
 
 if TYPE_CHECKING:
@@ -134,8 +134,6 @@ class Workers(Source):
         self._waited = 0.0
         """Seconds this process waited on a worker this level, with nothing of its own left to do."""
         self._started = 0.0
-        self._made = 0
-        """Expansions of its own share this process has made (it looks at the pipes every few)."""
         self._queued = level.items
         self._merged = 0
 
@@ -199,16 +197,15 @@ class Workers(Source):
 
     def _expand_own(self) -> None:
         started = time.perf_counter()
-        try:
-            self._ready[0].append(next(self._own))
-        except StopIteration:
+        pair = next(self._own, None)
+        made, seconds = self._timed[0]
+        if pair is None:
             self._open[0] = False
+            self._timed[0] = (made, seconds + time.perf_counter() - started)
             return
-        finally:
-            made, seconds = self._timed[0]
-            self._timed[0] = (made + 1, seconds + time.perf_counter() - started)
-        self._made += 1
-        if self._made % DRAIN_EVERY:
+        self._ready[0].append(pair)
+        self._timed[0] = (made + 1, seconds + time.perf_counter() - started)
+        if self._timed[0][0] % DRAIN_EVERY:  # (its own expansions this level)
             return
         for w, pipe in enumerate(self.pipes, start=1):  # a worker's pipe fills only past AHEAD
             while self._open[w] and len(self._ready[w]) < AHEAD and pipe.poll():
@@ -316,14 +313,7 @@ class _Share:
     def pack(self, item: tuple[Any, ...]) -> tuple[Any, ...]:
         """An item as it goes to disk: budgets spent as a tuple, no observation."""
         index, state, spent, _ = item[:4]
-        if isinstance(spent, Counter):  # (a state the search's process put on disk has its tuple already)
-            spent = tuple(spent.get(k, 0) for k in self.budget_kinds)
-        return (index, state, spent, None, *item[4:])
-
-    def _spent(self, spent: Any) -> Counter[str]:
-        if isinstance(spent, Counter):
-            return spent
-        return Counter({k: n for k, n in zip(self.budget_kinds, spent, strict=True) if n})
+        return (index, state, packed_spent(spent, self.budget_kinds), None, *item[4:])
 
     def _earlier(self, key: bytes) -> int | None:
         """The depth of a state met again in an expansion: one of the levels before, if known; else
@@ -352,7 +342,7 @@ class _Share:
         self.made = LevelFile(self.folder / f"w{self.me}-made-{depth}", self.keep_held, self.pack)
         streams = [file.read() for file in self.holding]
         for index, state, spent, observed in heapq.merge(*streams, key=lambda item: item[0]):
-            item = (state, self._spent(spent), observed)
+            item = (state, unpacked_spent(spent, self.budget_kinds), observed)
             # what the expander counts of its own (reduced states, the reduction's blockers) is the
             # merge's in the search's process: an expansion here reports its share with itself
             counted = expander.blockers, expander.reduced
@@ -387,7 +377,7 @@ class _Share:
                 continue
             destination = moves.get(target, self.me)
             if destination == self.me:
-                mine.append((target, state, self._spent(spent), observed))
+                mine.append((target, state, spent, observed))
                 continue
             if destination not in sent:
                 path = self.folder / f"w{self.me}-to-{destination}-{self.depth + 1}"
