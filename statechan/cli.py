@@ -572,14 +572,18 @@ def check_command(
     checkpoint: Annotated[
         Path | None,
         typer.Option(
-            help="--spark: the run's folder, kept and checkpointed after every level (one path the driver and every "
-            "executor see); default a temporary one."
+            help="Keep the run's checkpoint in this folder, saved at the end of a level (--spark: every level, in one "
+            "path the driver and every executor see; else every --checkpoint-every seconds)."
         ),
     ] = None,
     resume: Annotated[
         Path | None,
-        typer.Option(help="--spark: go on with the interrupted run in this folder (its --checkpoint), same options."),
+        typer.Option(help="Go on with the interrupted run in this folder (its --checkpoint), same options."),
     ] = None,
+    checkpoint_every: Annotated[
+        float,
+        _number("Seconds between two checkpoints of the search in this machine.", 0, 604_800, "a week"),
+    ] = 600,
     partitions: Annotated[
         int | None,
         _number(
@@ -624,6 +628,7 @@ def check_command(
     every state, and every state must still be able to settle (liveness). Exit 0 when nothing
     breaks, 1 on a counterexample."""
     from statechan.checker import check, graph_text
+    from statechan.checker.checkpoint import CheckpointError
     from statechan.cluster.config import StoreKind
     from statechan.cluster.runfile import save_run as write_run
     from statechan.cluster.timeline import build_timeline, format_timeline
@@ -732,7 +737,13 @@ def check_command(
                 engine=engine,
                 on_level=level_done,
                 spill_dir=spill_dir,
+                checkpoint=resume or checkpoint,
+                resume=resume is not None,
+                checkpoint_every_s=checkpoint_every,
+                note=lambda text: console.print(f"  {text}", highlight=False),
             )
+    except CheckpointError as exc:
+        _usage_error(str(exc))
     except FingerprintCollision as exc:
         err.print(
             f"[red]{exc}[/red]: this search is no proof (report it; --no-verify-fingerprints would have merged them)",
@@ -838,19 +849,27 @@ def _spark_options(
     measure_por: bool,
 ) -> None:
     """``statechan check``'s Spark options: exit 2 naming one that does not go with the others."""
+    if checkpoint is not None and resume is not None and checkpoint != resume:
+        _usage_error("--resume DIR goes on in DIR: give --checkpoint the same folder, or leave it out")
     if not spark:
-        given = [
-            name
-            for name, value in (
-                ("--master", master),
-                ("--checkpoint", checkpoint),
-                ("--resume", resume),
-                ("--partitions", partitions),
-            )
-            if value is not None
-        ] + ([] if liveness else ["--no-liveness"])
+        given = [name for name, value in (("--master", master), ("--partitions", partitions)) if value is not None] + (
+            [] if liveness else ["--no-liveness"]
+        )
         if given:
             _usage_error(f"{', '.join(given)}: for --spark")
+        saving = checkpoint is not None or resume is not None
+        clashes = [
+            name
+            for name, clash in (
+                ("--swarm", swarm is not None),
+                ("--graph", graph is not None),
+                ("--engine memory", engine is SearchEngine.memory),
+                ("--verify-fingerprints", verify_fingerprints),
+            )
+            if clash
+        ]
+        if saving and clashes:
+            _usage_error(f"--checkpoint and --resume are the compact search's: not with {', '.join(clashes)}")
         return
     clashes = [
         name
@@ -868,8 +887,6 @@ def _spark_options(
         _usage_error(f"--spark searches on the executors: {', '.join(clashes)} is for the search in this machine")
     if swarm is not None and (checkpoint or resume or partitions or not liveness):
         _usage_error("--swarm --spark takes --master only (a swarm keeps no checkpoint and checks no liveness)")
-    if checkpoint is not None and resume is not None and checkpoint != resume:
-        _usage_error("--resume DIR goes on in DIR: give --checkpoint the same folder, or leave it out")
 
 
 def _check_on_spark(
@@ -1956,4 +1973,10 @@ def _spark_conf(specs: Sequence[str]) -> dict[str, str]:
 
 
 def main() -> None:
+    argv = sys.argv[1:]
+    saving = any(arg.split("=")[0] in ("--checkpoint", "--resume") for arg in argv)
+    if argv[:1] == ["check"] and saving and "--spark" not in argv:
+        from statechan.checker.checkpoint import restart_repeatably
+
+        restart_repeatably(argv)  # a checkpoint's fingerprints must hash alike in the run that resumes it
     app()

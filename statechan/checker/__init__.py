@@ -459,6 +459,10 @@ def check(
     engine: Engine | None = None,
     on_level: LevelReport | None = None,
     spill_dir: Path | None = None,
+    checkpoint: Path | None = None,
+    resume: bool = False,
+    checkpoint_every_s: float = 600.0,
+    note: Callable[[str], None] | None = None,
 ) -> CheckResult:
     """Explore every run within ``bounds`` breadth first; stop at the first broken invariant.
 
@@ -487,7 +491,11 @@ def check(
     flat arrays in memory and each level's states on disk (in ``spill_dir``, else the system's
     temporary directory), calling ``on_level`` as each breadth-first level completes;
     :attr:`Engine.memory` keeps every state's node (needed by ``keep_graph``, which chooses it).
-    Both give the same states, verdict and shortest counterexample."""
+    Both give the same states, verdict and shortest counterexample.
+
+    ``checkpoint`` (the compact search): a folder where the end of a level is saved every
+    ``checkpoint_every_s``, and ``resume`` goes on from the newest saved there
+    (:mod:`statechan.checker.checkpoint`: the process must hash repeatably); ``note`` hears of each."""
     from statechan.invariants.catalogue import simulation_ids
 
     bounds = bounds if bounds is not None else Bounds()
@@ -508,9 +516,14 @@ def check(
         raise ValueError("the compact search keeps no graph: use Engine.memory")
     if engine is Engine.memory and workers > 1:
         raise ValueError("the in-memory search (the explored graph) runs in one process: workers need Engine.compact")
+    if (checkpoint is not None or resume) and (engine is Engine.memory or visitor is not None or verify_fingerprints):
+        raise ValueError("a checkpoint is the compact search's, without a visitor or verify_fingerprints")
+    if resume and checkpoint is None:
+        raise ValueError("resume goes on from a checkpoint: name its folder")
     result.engine = engine
     expander = _expander(bounds, store, variant, symmetry, ids, keep_graph, verify_fingerprints, por)
     if engine is Engine.compact:
+        from statechan.checker.checkpoint import run_signature
         from statechan.checker.compact import search
 
         search(
@@ -526,6 +539,11 @@ def check(
             on_level=on_level,
             spill_dir=spill_dir,
             workers=workers,
+            checkpoint=checkpoint,
+            resume=resume,
+            signature=run_signature(bounds, store, variant, symmetry, ids, por),
+            checkpoint_every_s=checkpoint_every_s,
+            note=note,
         )
     else:
         _search_in_memory(

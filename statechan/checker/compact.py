@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from statechan.checker.frontier import LevelFile, Source, packed_spent, unpacked_spent
+from statechan.checker.frontier import LevelFile, Parts, Source, packed_spent, unpacked_spent
 from statechan.checker.table import FingerprintTable, key64
 from statechan.cluster.actions import Action
 from statechan.cluster.state import ClusterState
@@ -127,15 +127,32 @@ def search(
     spill_dir: Path | None = None,
     keep: int | None = None,
     workers: int = 1,
+    checkpoint: Path | None = None,
+    resume: bool = False,
+    signature: tuple[Any, ...] = (),
+    checkpoint_every_s: float = 600.0,
+    note: Callable[[str], None] | None = None,
 ) -> None:
     """Explore ``expander``'s bounded space breadth first into ``result`` (counts, coverage,
     verdict, counterexample, liveness), keeping only fingerprints and flat arrays in memory, and
     each level's states past the first ``keep`` (:data:`~statechan.checker.frontier.KEEP`) on disk.
     With ``workers`` > 1 the states of each level from the first of at least
     :data:`~statechan.checker.parallel.HANDOVER` states on are expanded in that many processes
-    (:class:`~statechan.checker.parallel.Workers`) and merged here in the order one process takes them."""
+    (:class:`~statechan.checker.parallel.Workers`) and merged here in the order one process takes them.
+
+    With ``checkpoint`` (a folder), a level's end is saved there when ``checkpoint_every_s`` have
+    passed since the last (:mod:`~statechan.checker.checkpoint`; ``signature`` names the run), and
+    ``resume`` goes on from the newest one saved; ``note`` is told of each."""
     from statechan.checker import FingerprintCollision, _counted, frontier, resident_mb, settled
+    from statechan.checker import checkpoint as points
     from statechan.invariants.catalogue import check as check_invariants
+
+    if checkpoint is not None and (problem := points.repeatable_hashing()) is not None:
+        raise points.CheckpointError(
+            f"a checkpoint needs fingerprints another process computes alike, and here {problem}: "
+            f"run with PYTHONHASHSEED={points.SEED} and, before Python 3.12, with address randomisation off "
+            "(setarch -R; statechan check does both itself)"
+        )
 
     keep = frontier.KEEP if keep is None else keep
     bounds = expander.bounds
@@ -220,27 +237,74 @@ def search(
     disk_peak = 0
     sources: list[Source] = []
     collector = fewer()  # statechan.collector: put back when the search ends
-    try:
-        if visitor is not None:
-            visitor(root, dict(expander.budget))
-        root_obs = Observation(root, expander.setup)
-        table.add(fold(expander.key_of(root, Counter())), 0)
-        parents.append(-1)
-        positions.append(-1)
-        flags.append(SETTLED if settled(root_obs, expander.agree) else 0)
-        broken_at_start = check_invariants(root_obs, ids)
-        if broken_at_start:
-            fail(0, broken_at_start)
-            raise _Stop
+    resumes = 0
+    last_saved = started
 
+    def save_point(depth: int, source: Source) -> None:
+        point = points.Saved(
+            signature,
+            points.hashing_probe(),
+            depth,
+            list(level_starts),
+            0,
+            0,
+            source.queued,
+            [],
+            result.transitions,
+            result.refused,
+            result.depth,
+            "" if result.complete else result.stopped,
+            result.coverage,
+            expander.reduced,
+            expander.blockers,
+            time.perf_counter() - started,
+            max(disk_peak, source.disk_peak),
+            resumes,
+        )
+        arrays = dict(zip(points.ARRAYS, (parents, positions, flags, first_edge, edges), strict=True))
+        assert checkpoint is not None
+        points.save(checkpoint, point, table, arrays, source.save)
+        if note is not None:
+            note(f"checkpoint at depth {depth}: {len(parents):,} states, in {checkpoint}")
+
+    try:
         # with workers, the first levels are expanded here all the same: a level of a few hundred
         # states is over before forked processes would pay for their start and their round trips;
         # the workers take over the first level of at least parallel.HANDOVER states
         local = Local(expander, folder, keep, known, depth_of, visitor)
         source: Source = local
         sources.append(source)
-        source.start((0, root, Counter[str](), root_obs))
-        depth = 0
+        if resume:
+            assert checkpoint is not None
+            into, saved = points.load(checkpoint, signature)
+            table = FingerprintTable.loaded(into / "keys", into / "indices", saved.slots, saved.size)
+            parents, positions, flags, first_edge, edges = points.arrays_of(into, saved).values()
+            level_starts[:] = saved.level_starts
+            result.transitions, result.refused, result.depth = saved.transitions, saved.refused, saved.reached
+            result.coverage, expander.reduced, expander.blockers = saved.coverage, saved.reduced, saved.blockers
+            if saved.beyond:
+                result.complete, result.stopped = False, saved.beyond
+            started -= saved.seconds
+            last_saved = started + saved.seconds
+            disk_peak, resumes, depth = saved.disk_peak, saved.resumed + 1, saved.depth
+            local.following = Parts([into / name for name in saved.parts], saved.queued)
+            _same_keys(local.following, expander, fold, table, checkpoint)
+            if note is not None:
+                note(f"resuming from {checkpoint}: {len(parents):,} states, depth {depth}, {saved.queued:,} waiting")
+        else:
+            if visitor is not None:
+                visitor(root, dict(expander.budget))
+            root_obs = Observation(root, expander.setup)
+            table.add(fold(expander.key_of(root, Counter())), 0)
+            parents.append(-1)
+            positions.append(-1)
+            flags.append(SETTLED if settled(root_obs, expander.agree) else 0)
+            broken_at_start = check_invariants(root_obs, ids)
+            if broken_at_start:
+                fail(0, broken_at_start)
+                raise _Stop
+            source.start((0, root, Counter[str](), root_obs))
+            depth = 0
         while source.queued:
             if workers > 1 and source is local:
                 from statechan.checker import parallel
@@ -304,6 +368,9 @@ def search(
                     last_report = now
             source.end_level()
             depth += 1
+            if checkpoint is not None and source.queued and time.perf_counter() - last_saved >= checkpoint_every_s:
+                save_point(depth, source)
+                last_saved = time.perf_counter()
             if on_level is not None and source.queued:
                 sizes = _sizes(level_starts, len(parents))
                 growth = sizes[-1] / sizes[-2] if len(sizes) > 1 and sizes[-2] else 0.0
@@ -359,8 +426,11 @@ class Local(Source):
         self.expander, self.folder, self.keep_held = expander, folder, keep
         self.known, self.depth_of, self.visitor = known, depth_of, visitor
         self.budget_kinds = list(expander.budget)
-        self.current = LevelFile(folder / "level-0", keep, self.pack)
-        self.following = self.current
+        self.appending = LevelFile(folder / "level-0", keep, self.pack)
+        """The level file the states found go to (the next level's)."""
+        self.current: LevelFile | Parts = self.appending
+        self.following: LevelFile | Parts = self.appending
+        """The next level: what is appended, or a resumed checkpoint's states."""
         self.done = 0
 
     def pack(self, item: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -377,11 +447,11 @@ class Local(Source):
         return self.current.items - self.done + self.following.items
 
     def start(self, item: tuple[Any, ...]) -> None:
-        self.current.append(item)
+        self.appending.append(item)
 
     def level(self, depth: int) -> Iterator[tuple[int, _Expansion]]:
         self.current = self.following
-        self.following = LevelFile(self.folder / f"level-{depth + 1}", self.keep_held, self.pack)
+        self.following = self.appending = LevelFile(self.folder / f"level-{depth + 1}", self.keep_held, self.pack)
         self.done = 0
         for index, state, spent, observed in self.current.read():
             self.done += 1
@@ -400,17 +470,45 @@ class Local(Source):
     def keep(self, index: int, step: _Step, target: int, key: int) -> None:
         assert step.state is not None
         assert step.spent is not None
-        self.following.append((target, step.state, step.spent, step.obs))
-        self.disk_peak = max(self.disk_peak, self.current.bytes + self.following.bytes)
+        self.appending.append((target, step.state, step.spent, step.obs))
+        self.disk_peak = max(self.disk_peak, self.current.bytes + self.appending.bytes)
 
     def end_level(self) -> None:
         self.current.remove()
         self.following.close()
         self.disk_peak = max(self.disk_peak, self.following.bytes)
 
+    def save(self, into: Path) -> list[Path]:
+        self.appending.copy_to(into / "part-0")
+        return [into / "part-0"]
+
     def close(self) -> None:
         self.current.remove()
         self.following.remove()
+
+
+RESUME_CHECKED = 64
+"""Saved states a resumed search fingerprints again before it goes on (each must be in the table
+at its index)."""
+
+
+def _same_keys(
+    level: Parts, expander: _Expander, fold: Callable[[bytes], int], table: FingerprintTable, folder: Path
+) -> None:
+    """Refuse a checkpoint whose states this process fingerprints otherwise (another model, build or
+    hash seed): the initial state and the first saved states must be where the table has them."""
+    from statechan.checker.checkpoint import CheckpointError
+
+    kinds = list(expander.budget)
+    checked = [(0, expander.root, Counter[str]())]
+    for index, state, spent, _ in itertools.islice(level.read(), RESUME_CHECKED):
+        checked.append((index, state, unpacked_spent(spent, kinds)))
+    for index, state, spent in checked:
+        if table.get(fold(expander.key_of(state, spent))) != index:
+            raise CheckpointError(
+                f"{folder}: state {index:,} of the checkpoint fingerprints otherwise in this process (a checkpoint "
+                "of another model or build of statechan, or another PYTHONHASHSEED): it cannot be resumed here"
+            )
 
 
 def _sizes(starts: list[int], end: int) -> list[int]:

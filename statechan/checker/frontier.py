@@ -5,8 +5,10 @@ states whatever the level's size."""
 from __future__ import annotations
 
 import contextlib
+import heapq
 import os
 import pickle
+import shutil
 import struct
 import zlib
 from collections import Counter, deque
@@ -40,6 +42,14 @@ def unpacked_spent(spent: Counter[str] | tuple[int, ...], kinds: Sequence[str]) 
     if isinstance(spent, Counter):
         return spent
     return Counter({k: n for k, n in zip(kinds, spent, strict=True) if n})
+
+
+def _write_chunk(out: Any, items: list[tuple[Any, ...]]) -> int:
+    """Append one chunk of items to a level file's stream; the bytes written."""
+    packed = zlib.compress(pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL), 1)
+    out.write(_LENGTH.pack(len(packed)))
+    out.write(packed)
+    return _LENGTH.size + len(packed)
 
 
 class LevelFile:
@@ -84,10 +94,7 @@ class LevelFile:
             return
         if self._out is None:
             self._out = open(self.path, "wb")  # noqa: SIM115 (closed by close())
-        packed = zlib.compress(pickle.dumps(self._buffer, protocol=pickle.HIGHEST_PROTOCOL), 1)
-        self._out.write(_LENGTH.pack(len(packed)))
-        self._out.write(packed)
-        self.bytes += _LENGTH.size + len(packed)
+        self.bytes += _write_chunk(self._out, self._buffer)
         self._buffer = []
 
     def close(self) -> None:
@@ -112,6 +119,22 @@ class LevelFile:
                 (length,) = _LENGTH.unpack(head)
                 yield from pickle.loads(zlib.decompress(stream.read(length)))
 
+    def copy_to(self, path: Path) -> int:
+        """Write every item, in order, to a level file at ``path`` that :meth:`written` reads in
+        another process (this one keeps them: a checkpoint's copy); the bytes written. The items on
+        disk are copied as they are, without pickling them again."""
+        self.close()
+        written = 0
+        with open(path, "wb") as out:
+            held = [item if self.pack is None else self.pack(item) for item in self._held]
+            for at in range(0, len(held), CHUNK):
+                written += _write_chunk(out, held[at : at + CHUNK])
+            if self._out is not None:
+                with open(self.path, "rb") as stream:
+                    shutil.copyfileobj(stream, out, 1 << 20)
+                written += self.bytes
+        return written
+
     def remove(self) -> None:
         self._held.clear()
         self._buffer = []
@@ -120,6 +143,31 @@ class LevelFile:
         self._out.close()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
+
+
+class Parts:
+    """A level saved as several level files (a checkpoint's, one a process), read as one: their
+    items merged in the order of the states' indices. The files are the checkpoint's: reading them
+    leaves them in place (:meth:`remove` removes nothing)."""
+
+    def __init__(self, paths: Sequence[Path], items: int) -> None:
+        self.paths = list(paths)
+        self.items = items
+        self.bytes = sum(path.stat().st_size for path in self.paths)
+
+    def read(self) -> Iterator[tuple[Any, ...]]:
+        files = [LevelFile.written(path) for path in self.paths]
+        try:
+            yield from heapq.merge(*(file.read() for file in files), key=lambda item: item[0])
+        finally:
+            for file in files:
+                file.close()
+
+    def close(self) -> None:
+        """(Nothing to write: the parts are complete.)"""
+
+    def remove(self) -> None:
+        """(The checkpoint's files stay until a later checkpoint replaces them.)"""
 
 
 class Source:
@@ -152,6 +200,11 @@ class Source:
         raise NotImplementedError
 
     def end_level(self) -> None:
+        raise NotImplementedError
+
+    def save(self, into: Path) -> list[Path]:
+        """Copy the states queued for the next level into folder ``into`` (level files, each in the
+        order of the states' indices; the states stay queued here); the files written."""
         raise NotImplementedError
 
     def close(self) -> None:

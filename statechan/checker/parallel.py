@@ -32,6 +32,7 @@ import contextlib
 import heapq
 import math
 import multiprocessing
+import shutil
 import time
 from array import array
 from collections import Counter, deque
@@ -40,7 +41,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from statechan.checker.frontier import LevelFile, Source, packed_spent, unpacked_spent
+from statechan.checker.frontier import LevelFile, Parts, Source, packed_spent, unpacked_spent
 from statechan.checker.table import FingerprintTable, key64
 
 if TYPE_CHECKING:
@@ -77,7 +78,13 @@ class Workers(Source):
     merges_reduction = True
 
     def __init__(
-        self, expander: _Expander, count: int, folder: Path, keep: int, level: LevelFile, known: FingerprintTable
+        self,
+        expander: _Expander,
+        count: int,
+        folder: Path,
+        keep: int,
+        level: LevelFile | Parts,
+        known: FingerprintTable,
     ) -> None:
         """Forks ``count - 1`` workers that take over ``level`` (the next level to expand, written in
         this process) with this one, each every ``count``-th state of it, knowing the states of
@@ -254,6 +261,18 @@ class Workers(Source):
         self.kept = [[] for _ in range(self.count)]
         self.producer = {}
 
+    def save(self, into: Path) -> list[Path]:
+        for w, pipe in enumerate(self.pipes, start=1):
+            pipe.send(("save", str(into / f"part-{w}")))
+        paths = self.share.save(into / "part-0")  # while the workers save theirs
+        for pipe in self.pipes:
+            paths += _answer(pipe)
+        for w, incoming in enumerate(self.incoming):  # written for process w by the others
+            for n, path in enumerate(incoming):
+                paths.append(into / f"part-{w}-from-{n}")
+                shutil.copyfile(path, paths[-1])
+        return paths
+
     def close(self) -> None:
         self._own.close()  # (its level files are removed below)
         if self._busy:  # stopped mid-level (a violation, a bound): the workers' work is not wanted
@@ -324,7 +343,7 @@ class _Share:
             return -1
         raise _Undecided
 
-    def take(self, level: LevelFile, count: int) -> None:
+    def take(self, level: LevelFile | Parts, count: int) -> None:
         """Every ``count``-th state of ``level`` from the ``me``-th on."""
         share = LevelFile(self.folder / f"w{self.me}-start", self.keep_held, self.pack)
         for n, item in enumerate(level.read()):
@@ -392,6 +411,13 @@ class _Share:
         self.holding = [mine]
         return [(d, str(f.path)) for d, f in sent.items()], disk
 
+    def save(self, path: Path) -> list[Path]:
+        """Copy the states held for the next level to level files named after ``path``."""
+        paths = [path.with_name(f"{path.name}-{n}") for n in range(len(self.holding))]
+        for file, copy in zip(self.holding, paths, strict=True):
+            file.copy_to(copy)
+        return paths
+
     def remove(self) -> None:
         for file in [*self.holding, self.made]:
             file.remove()
@@ -426,7 +452,7 @@ def _serve(
     count: int,
     folder: Path,
     keep: int,
-    level: LevelFile,
+    level: LevelFile | Parts,
     confirmed: FingerprintTable,
 ) -> None:
     """``confirmed``: the keys of every state the search holds from earlier levels (this process's
@@ -456,6 +482,8 @@ def _serve(
                     out = []
             pipe.send(("chunk", out))
             pipe.send(("done", (made, seconds)))
+        elif command[0] == "save":
+            pipe.send(share.save(Path(command[1])))
         elif command[0] == "keep":
             for key in array("Q", command[3]):
                 confirmed.add(key, 0)

@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from statechan.bounds import Bounds
+from statechan.checker.checkpoint import CheckpointError, run_signature
 from statechan.checker.compact import EXPANDED, SETTLED, TIMERS_CUT, Level, LevelReport, projected_total
 from statechan.checker.frontier import LevelFile
 from statechan.checker.table import FingerprintTable, key64
@@ -84,7 +85,7 @@ LIVENESS_NOT_CHECKED = (
 )
 
 
-class CheckpointMismatch(ValueError):
+class CheckpointMismatch(CheckpointError):
     """A run folder holds a run of another bound, store, variant or option: it cannot be resumed."""
 
 
@@ -103,8 +104,7 @@ class SparkRun:
 
     def signature(self) -> tuple[Any, ...]:
         """What a resumed run must share with the checkpoint it resumes."""
-        variant = self.variant if isinstance(self.variant, str) else self.variant.model_dump_json()
-        return (self.bounds.model_dump_json(), self.store.value, variant, self.symmetry, self.ids, self.por)
+        return run_signature(self.bounds, self.store, self.variant, self.symmetry, self.ids, self.por)
 
     def expander(self) -> _Expander:
         """The search's expander, with fingerprints every process computes alike

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from array import array
 from hashlib import blake2b
+from pathlib import Path
 
 EMPTY = 0
 """The key of an empty slot: :func:`key64` never gives it."""
@@ -82,6 +83,29 @@ class FingerprintTable:
     def items(self) -> list[tuple[int, int]]:
         """Every (key, index), in slot order (for tests and small tables)."""
         return [(k, i) for k, i in zip(self._keys, self._indices, strict=True) if k != EMPTY]
+
+    def dump(self, keys: Path, indices: Path) -> tuple[int, int]:
+        """Write the two arrays to ``keys`` and ``indices`` (a checkpoint's); the slots and the
+        size, for :meth:`loaded`."""
+        with open(keys, "wb") as out:
+            self._keys.tofile(out)
+        with open(indices, "wb") as out:
+            self._indices.tofile(out)
+        return self._mask + 1, self._size
+
+    @classmethod
+    def loaded(cls, keys: Path, indices: Path, slots: int, size: int) -> FingerprintTable:
+        """The table :meth:`dump` wrote (a resumed search's)."""
+        table = cls(4)
+        table._keys, table._indices = array("Q"), array("q")
+        with open(keys, "rb") as stream:
+            table._keys.fromfile(stream, slots)
+        with open(indices, "rb") as stream:
+            table._indices.fromfile(stream, slots)
+        table._mask = slots - 1
+        table._limit = slots * 5 // 8
+        table._size = size
+        return table
 
     def _grow(self) -> None:
         old_keys, old_indices = self._keys, self._indices
