@@ -10,9 +10,9 @@ resumes from the one before.
 A resumed run must compute every fingerprint as the run that wrote the checkpoint did. The
 search's fingerprints hash the states' canonical forms with Python's ``hash``, which differs from
 process to process: a string's unless ``PYTHONHASHSEED`` fixes it, and ``None``'s (before Python
-3.12) with the address the interpreter was loaded at. A run with a checkpoint therefore needs a
-seed and no address randomisation (:func:`repeatable_hashing`); ``statechan check`` starts itself
-again so (:func:`restart_repeatably`). A resumed run also re-keys some of the saved states and
+3.12) with the address the interpreter was loaded at. A checkpoint another process resumes
+therefore needs a seed and no address randomisation (:func:`repeatable_hashing`): ``statechan
+check`` starts itself again so (:func:`restart_repeatably`). A resumed run also re-keys some of the saved states and
 finds each in the table at its index before it goes on: a checkpoint of another model or build is
 refused, not merged into wrong answers."""
 

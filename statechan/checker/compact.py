@@ -147,11 +147,10 @@ def search(
     from statechan.checker import checkpoint as points
     from statechan.invariants.catalogue import check as check_invariants
 
-    if checkpoint is not None and (problem := points.repeatable_hashing()) is not None:
-        raise points.CheckpointError(
-            f"a checkpoint needs fingerprints another process computes alike, and here {problem}: "
-            f"run with PYTHONHASHSEED={points.SEED} and, before Python 3.12, with address randomisation off "
-            "(setarch -R; statechan check does both itself)"
+    if checkpoint is not None and note is not None and (problem := points.repeatable_hashing()) is not None:
+        note(
+            f"only this process can resume its checkpoints: {problem} (another process hashes otherwise; "
+            f"PYTHONHASHSEED={points.SEED} and setarch -R make it repeatable, as statechan check does)"
         )
 
     keep = frontier.KEEP if keep is None else keep
