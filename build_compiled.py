@@ -57,8 +57,10 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def build(out: Path, jobs: int, kernel: tuple[str, ...] = KERNEL) -> dict[str, object]:
-    """Compiles ``kernel`` (:data:`KERNEL`) into ``out``/lib and writes ``out``/manifest.json; returns the manifest."""
+def build(out: Path, jobs: int, kernel: tuple[str, ...] = KERNEL, opt_level: str = "3") -> dict[str, object]:
+    """Compiles ``kernel`` (:data:`KERNEL`) into ``out``/lib and writes ``out``/manifest.json; returns the manifest.
+    ``opt_level``: the C compiler's (0 compiles several times faster into a slower kernel that
+    behaves the same: what the test suite's comparison needs)."""
     from mypyc.build import mypycify
     from setuptools import Distribution  # type: ignore[import-untyped]
 
@@ -75,7 +77,7 @@ def build(out: Path, jobs: int, kernel: tuple[str, ...] = KERNEL) -> dict[str, o
     try:
         os.environ["MYPY_CACHE_DIR"] = str(work / "mypy_cache")
         modules = mypycify(
-            [*kernel, "--config-file", str(config)], opt_level="3", target_dir=str(work / "c"), multi_file=False
+            [*kernel, "--config-file", str(config)], opt_level=opt_level, target_dir=str(work / "c"), multi_file=False
         )
         dist = Distribution({"name": "statechan-kernel", "ext_modules": modules})
         command = dist.get_command_obj("build_ext")
@@ -109,8 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "compiled", help="where (build/compiled)")
     parser.add_argument("--modules", nargs="+", default=list(KERNEL), help="the source files to compile")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="C compiles at a time")
+    parser.add_argument("--opt-level", choices=("0", "1", "2", "3"), default="3", help="the C compiler's (3)")
     args = parser.parse_args(argv)
-    manifest = build(args.out.resolve(), args.jobs, tuple(args.modules))
+    manifest = build(args.out.resolve(), args.jobs, tuple(args.modules), args.opt_level)
     print(f"compiled {len(manifest['sources'])} modules in {manifest['seconds']} s into {args.out}")  # type: ignore[arg-type]
     return 0
 

@@ -179,7 +179,16 @@ def _compiled_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("no C compiler for the compiled kernel")
     out = tmp_path_factory.mktemp("compiled")
     done = subprocess.run(
-        [sys.executable, str(ROOT / "build_compiled.py"), "--out", str(out), "--modules", *SUITE_BUILD],
+        [
+            sys.executable,
+            str(ROOT / "build_compiled.py"),
+            "--out",
+            str(out),
+            "--modules",
+            *SUITE_BUILD,
+            "--opt-level",
+            "0",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -442,7 +442,6 @@ def _choice(driver: WebDriver, action: str, picks: list[int]) -> WebElement:
     return found[0]
 
 
-@pytest.mark.xdist_group("browser")
 def test_a_walk_to_the_bug_back_forward_and_jumps(driver: WebDriver, server: str, bug_graph: CheckResult) -> None:
     """Walk #25379's counterexample (found by the checker, independently of the explorer) by
     clicking its moves; the last state is flagged with the invariant it breaks; back, forward
@@ -526,7 +525,6 @@ def test_a_walk_to_the_bug_back_forward_and_jumps(driver: WebDriver, server: str
         assert _at(driver) == broken.number + 1
 
 
-@pytest.mark.xdist_group("browser")
 def test_the_state_graph_highlights_the_counterexample(driver: WebDriver, server: str, bug_graph: CheckResult) -> None:
     driver.get(server + "graph")
     states = driver.find_elements("css selector", "svg.state-graph a.state")
@@ -553,7 +551,6 @@ finds it at the default bound, so ``statechan explore --variant 22743`` reaches 
 option."""
 
 
-@pytest.mark.xdist_group("browser")
 def test_at_the_default_bound_a_walk_reaches_a_historical_bug(driver: WebDriver) -> None:
     """``statechan explore --variant 22743`` with no bound option: clicking the checker's
     counterexample move by move reaches a state flagged with the invariant it breaks; back clears

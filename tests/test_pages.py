@@ -213,7 +213,6 @@ return Array.from(document.querySelectorAll('svg.sequence .event')).map(function
 """
 
 
-@pytest.mark.xdist_group("browser")
 def test_every_saved_run_writes_a_page_that_shows_it(driver: WebDriver, tmp_path: Path) -> None:
     for run in RUNS:
         expected = _expected(run)
@@ -278,7 +277,6 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, A
     return page, json.loads(report.read_text())
 
 
-@pytest.mark.xdist_group("browser")
 def test_the_audit_page_counts_each_invariant_and_links_each_example_to_its_story(
     driver: WebDriver, audited: tuple[Path, dict[str, Any]]
 ) -> None:
@@ -311,7 +309,6 @@ def test_the_audit_page_counts_each_invariant_and_links_each_example_to_its_stor
         assert 0 <= top < driver.execute_script("return window.innerHeight")
 
 
-@pytest.mark.xdist_group("browser")
 def test_the_page_of_a_checker_counterexample(driver: WebDriver, tmp_path: Path) -> None:
     page = tmp_path / "check.html"
     result = RUNNER.invoke(

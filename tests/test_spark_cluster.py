@@ -21,7 +21,7 @@ from statechan.sparkservers import (
 )
 from statechan.tracegen import PLANT_KINDS, generate, write_generated
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark-cluster")]
+pytestmark = pytest.mark.slow
 
 PLANTED = {kind: i + 1 for i, kind in enumerate(PLANT_KINDS)}
 MIXED_PLANTS = {"stuck-in-flight": 1, "single-owner": 2}
