@@ -25,7 +25,7 @@ chromium:
 demo: $(STAMP) java
 	$(PY) -m statechan demo
 
-# --dist loadgroup: each file of conftest.SHARED_SET_UP whole on one worker (one Spark session, cluster or browser), the rest spread as usual;
+# --dist loadgroup: each file of conftest.SHARED_SET_UP whole on one worker (the Spark cluster's), the rest spread as usual;
 # --durations: the slowest tests, to keep the whole run within its 15 minutes
 test: $(STAMP) java zookeeper chromium
 	$(PY) -m pytest -q -n auto --dist loadgroup --durations=25
