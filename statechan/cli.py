@@ -1978,5 +1978,5 @@ def main() -> None:
     if argv[:1] == ["check"] and saving and "--spark" not in argv:
         from statechan.checker.checkpoint import restart_repeatably
 
-        restart_repeatably(argv)  # a checkpoint's fingerprints must hash alike in the run that resumes it
+        restart_repeatably()  # a checkpoint's fingerprints must hash alike in the run that resumes it
     app()

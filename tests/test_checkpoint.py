@@ -80,10 +80,16 @@ def test_a_run_interrupted_after_a_level_resumes_to_what_one_run_finds(
     _same(resumed, whole)
 
 
-def test_only_the_newest_checkpoint_is_kept(tmp_path: Path) -> None:
+def test_only_the_newest_checkpoint_is_kept_and_a_new_run_leaves_it_alone(tmp_path: Path) -> None:
     with pytest.raises(_Interrupted):
         check(Bounds(), checkpoint=tmp_path, checkpoint_every_s=0, on_level=_interrupt_at(8))
-    assert sorted(p.name for p in tmp_path.iterdir()) == [CHECKPOINT, "point-8-0"]
+    kept = sorted(p.name for p in tmp_path.iterdir())
+    assert len(kept) == 2
+    assert kept[0] == CHECKPOINT
+    assert kept[1].startswith("point-8-")
+    with pytest.raises(CheckpointError, match="holds a run already: resume it"):
+        check(Bounds(), checkpoint=tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == kept
 
 
 def test_a_checkpoint_of_another_run_or_none_is_refused(tmp_path: Path) -> None:

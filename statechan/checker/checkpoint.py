@@ -24,6 +24,7 @@ import os
 import pickle
 import shutil
 import sys
+import tempfile
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
@@ -130,7 +131,7 @@ def repeatable_hashing() -> str | None:
     return "; ".join(missing) or None
 
 
-def restart_repeatably(argv: list[str]) -> None:
+def restart_repeatably() -> None:
     """Start this program again with hashes another run repeats (``PYTHONHASHSEED`` set and, before
     Python 3.12, no address randomisation), unless they already are or this process was so started;
     returns only when it does not restart."""
@@ -146,7 +147,12 @@ def restart_repeatably(argv: list[str]) -> None:
             return  # not allowed here: the run says what is missing
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "statechan", *argv], env)
+    # the interpreter's own options kept (sys.orig_argv); a frozen program starts as it started
+    again = list(sys.orig_argv) if not getattr(sys, "frozen", False) else [sys.executable, *sys.argv[1:]]
+    with contextlib.suppress(OSError):  # not started again: the run says what is missing
+        os.execve(sys.executable, again, env)
+    if persona is not None:
+        ctypes.CDLL(None, use_errno=True).personality(ctypes.c_ulong(persona))
 
 
 def save(
@@ -156,32 +162,43 @@ def save(
     arrays: dict[str, array[int]],
     write_level: Any,
 ) -> None:
-    """Write a checkpoint into a new folder inside ``folder``, then name it in ``checkpoint.pickle``
-    and remove the one before. ``write_level(into)`` copies the next level's states into ``into``
-    and gives the files' paths."""
-    into = folder / f"point-{point.depth}-{point.resumed}"
-    if into.exists():
-        shutil.rmtree(into)
-    into.mkdir(parents=True)
+    """Write a checkpoint into a new folder inside ``folder``, each file flushed to the disk, then
+    name it in ``checkpoint.pickle`` and remove every other. ``write_level(into)`` copies the next
+    level's states into ``into`` and gives the files' paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    into = Path(tempfile.mkdtemp(prefix=f"point-{point.depth}-", dir=folder))
     point.slots, point.size = table.dump(into / "keys", into / "indices")
     for name in ARRAYS:
         with open(into / name, "wb") as out:
             arrays[name].tofile(out)
         point.codes[name] = arrays[name].typecode
     point.parts = [path.name for path in write_level(into)]
-    earlier = _newest(folder)
+    for written in into.iterdir():
+        _synced(written)
+    _synced(into)
     partial = folder / f"{CHECKPOINT}.tmp"
     partial.write_bytes(pickle.dumps((into.name, point), protocol=pickle.HIGHEST_PROTOCOL))
+    _synced(partial)
     os.replace(partial, folder / CHECKPOINT)
-    if earlier is not None and earlier != into:
-        shutil.rmtree(earlier, ignore_errors=True)
+    _synced(folder)
+    for other in folder.glob("point-*"):
+        if other != into:
+            shutil.rmtree(other, ignore_errors=True)
 
 
-def _newest(folder: Path) -> Path | None:
-    with contextlib.suppress(FileNotFoundError, pickle.UnpicklingError, ValueError, EOFError):
-        name, _ = pickle.loads((folder / CHECKPOINT).read_bytes())
-        return folder / str(name)
-    return None
+def _synced(path: Path) -> None:
+    """Flush a file (or a folder's entries) to the disk: a checkpoint outlives the machine going away."""
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def fresh(folder: Path) -> None:
+    """Refuse to start a run in a folder that holds one: resuming it is the way on."""
+    if (folder / CHECKPOINT).exists():
+        raise CheckpointError(f"{folder} holds a run already: resume it (--resume), or give another folder")
 
 
 def load(folder: Path, signature: tuple[Any, ...]) -> tuple[Path, Saved]:
@@ -211,9 +228,15 @@ def load(folder: Path, signature: tuple[Any, ...]) -> tuple[Path, Saved]:
 
 
 def arrays_of(into: Path, point: Saved) -> dict[str, array[int]]:
-    """The per-state arrays a checkpoint saved."""
+    """The per-state arrays a checkpoint saved, each checked against the states it counted."""
     found: dict[str, array[int]] = {}
     for name in ARRAYS:
         found[name] = array(point.codes[name])
-        found[name].frombytes((into / name).read_bytes())
+        try:
+            found[name].frombytes((into / name).read_bytes())
+        except (OSError, ValueError) as exc:
+            raise CheckpointError(f"{into / name}: {exc}") from exc
+    states = {len(found[name]) for name in ("parents", "positions", "flags")}
+    if states != {point.size} or len(found["first_edge"]) > point.size:
+        raise CheckpointError(f"{into}: the saved arrays do not hold the checkpoint's {point.size:,} states")
     return found

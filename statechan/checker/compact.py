@@ -142,11 +142,14 @@ def search(
 
     With ``checkpoint`` (a folder), a level's end is saved there when ``checkpoint_every_s`` have
     passed since the last (:mod:`~statechan.checker.checkpoint`; ``signature`` names the run), and
-    ``resume`` goes on from the newest one saved; ``note`` is told of each."""
+    ``resume`` goes on from the newest one saved (``max_seconds`` counts the time before it too);
+    ``note`` is told of each."""
     from statechan.checker import FingerprintCollision, _counted, frontier, resident_mb, settled
     from statechan.checker import checkpoint as points
     from statechan.invariants.catalogue import check as check_invariants
 
+    if checkpoint is not None and not resume:
+        points.fresh(checkpoint)
     if checkpoint is not None and note is not None and (problem := points.repeatable_hashing()) is not None:
         note(
             f"only this process can resume its checkpoints: {problem} (another process hashes otherwise; "
@@ -262,7 +265,12 @@ def search(
         )
         arrays = dict(zip(points.ARRAYS, (parents, positions, flags, first_edge, edges), strict=True))
         assert checkpoint is not None
-        points.save(checkpoint, point, table, arrays, source.save)
+        try:
+            points.save(checkpoint, point, table, arrays, source.save)
+        except OSError as exc:  # (a full disk, say): the search goes on, the last checkpoint stands
+            if note is not None:
+                note(f"no checkpoint at depth {depth}: {exc}")
+            return
         if note is not None:
             note(f"checkpoint at depth {depth}: {len(parents):,} states, in {checkpoint}")
 
