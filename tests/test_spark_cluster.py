@@ -186,26 +186,21 @@ def _stop_active_session() -> None:
 
 
 @pytest.fixture(scope="module")
-def classic_reports(connect_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, str]]:
-    """Each corpus audited by the classic engine (a driver in this process, ``local[2]``): the
-    report and the quarantine's text. Made before the Connect session, which refuses to start
-    beside a classic one (the cluster's, if its tests ran first here, is stopped)."""
-    _stop_active_session()
-    folder = tmp_path_factory.mktemp("classic")
-    session = spark_session("local[2]")
+def local_reports(connect_traces: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, str]]:
+    """Each corpus audited by the local engine (no JVM): the report and the quarantine's text. The
+    classic engine's reports are the local engine's on these corpora (the cluster's tests above, and
+    tests/test_audit.py's hot keys on both engines), so Connect is held to both."""
+    folder = tmp_path_factory.mktemp("local")
     found = {}
-    try:
-        for name in CONNECT_CORPORA:
-            report = audit([connect_traces / name], folder / f"{name}.json", spark=session)
-            quarantine = folder / f"{name}.quarantine.jsonl"
-            found[name] = (report, quarantine.read_text(encoding="utf-8") if quarantine.exists() else "")
-    finally:
-        session.stop()
+    for name in CONNECT_CORPORA:
+        report = audit([connect_traces / name], folder / f"{name}.json", engine="local")
+        quarantine = folder / f"{name}.quarantine.jsonl"
+        found[name] = (report, quarantine.read_text(encoding="utf-8") if quarantine.exists() else "")
     return found
 
 
 @pytest.fixture(scope="module")
-def connect_url(classic_reports: dict[str, tuple[Any, str]]) -> Iterator[str]:
+def connect_url() -> Iterator[str]:
     """A Spark Connect server (``local[2]``) started by the installed PySpark's own script, and the
     environment a Connect session sets put back afterwards."""
     import os
@@ -232,11 +227,12 @@ def connect_url(classic_reports: dict[str, tuple[Any, str]]) -> Iterator[str]:
                 os.environ[name] = value
 
 
-def test_the_audit_through_spark_connect_equals_the_classic_engine(
-    connect_url: str, connect_traces: Path, classic_reports: dict[str, tuple[Any, str]], tmp_path: Path
+def test_the_audit_through_spark_connect_equals_the_local_and_classic_engines(
+    connect_url: str, connect_traces: Path, local_reports: dict[str, tuple[Any, str]], tmp_path: Path
 ) -> None:
     """Through a Connect session (no SparkContext, no RDD: its ``sparkContext`` raises), each
-    corpus gives the classic engine's report: counts, examples, skipped checks, quarantine."""
+    corpus gives the local engine's report, which is the classic engine's: counts, examples, skipped
+    checks, quarantine."""
     from pyspark.errors import PySparkAttributeError
 
     session = spark_session(remote=connect_url)
@@ -245,11 +241,11 @@ def test_the_audit_through_spark_connect_equals_the_classic_engine(
     notes: list[str] = []
     for name in CONNECT_CORPORA:
         report = audit([connect_traces / name], tmp_path / f"{name}.json", spark=session, progress=notes.append)
-        classic, quarantine = classic_reports[name]
-        assert _comparable(report) == _comparable(classic), name
+        local, quarantine = local_reports[name]
+        assert _comparable(report) == _comparable(local), name
         connect_quarantine = tmp_path / f"{name}.quarantine.jsonl"
         assert (connect_quarantine.read_text(encoding="utf-8") if connect_quarantine.exists() else "") == quarantine
-    planted, mixed, hot, history = (classic_reports[name][0] for name in CONNECT_CORPORA)
+    planted, mixed, hot, history = (local_reports[name][0] for name in CONNECT_CORPORA)
     assert {k: v.count for k, v in planted.violations.items() if v.count} == PLANTED
     assert (mixed.malformed, hot.channel_records, history.view_records) == (len(BAD_LINES), 40_003, 20_001)
     assert {k: v.count for k, v in history.violations.items() if v.count} == {
