@@ -89,6 +89,8 @@ def test_only_the_newest_checkpoint_is_kept_and_a_new_run_leaves_it_alone(tmp_pa
     assert kept[1].startswith("point-8-")
     with pytest.raises(CheckpointError, match="holds a run already: resume it"):
         check(Bounds(), checkpoint=tmp_path)
+    with pytest.raises(CheckpointError, match="is not a folder"):
+        check(Bounds(), checkpoint=tmp_path / CHECKPOINT)
     assert sorted(p.name for p in tmp_path.iterdir()) == kept
 
 

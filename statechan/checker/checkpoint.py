@@ -107,13 +107,13 @@ def hashing_probe() -> tuple[int, int]:
     return hash(None), hash("statechan checkpoint")
 
 
-def _personality() -> int | None:
-    """This process's Linux personality, or None where there is none to read."""
+def _personality(persona: int = 0xFFFFFFFF) -> int | None:
+    """Set this process's Linux personality to ``persona`` (the default only reads it); the one
+    before, or None where there is none (not Linux, or the call refused)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        found = libc.personality(ctypes.c_ulong(0xFFFFFFFF))
+        found = ctypes.CDLL(None, use_errno=True).personality(ctypes.c_ulong(persona))
     except (OSError, AttributeError):
         return None
     return None if found < 0 else int(found)
@@ -141,10 +141,8 @@ def restart_repeatably() -> None:
     if env["PYTHONHASHSEED"] == "random":
         env["PYTHONHASHSEED"] = SEED
     persona = _personality()
-    if sys.version_info < (3, 12) and persona is not None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.personality(ctypes.c_ulong(persona | ADDR_NO_RANDOMIZE)) < 0:
-            return  # not allowed here: the run says what is missing
+    if sys.version_info < (3, 12) and persona is not None and _personality(persona | ADDR_NO_RANDOMIZE) is None:
+        return  # not allowed here: the run says what is missing
     sys.stdout.flush()
     sys.stderr.flush()
     # the interpreter's own options kept (sys.orig_argv); a frozen program starts as it started
@@ -152,7 +150,7 @@ def restart_repeatably() -> None:
     with contextlib.suppress(OSError):  # not started again: the run says what is missing
         os.execve(sys.executable, again, env)
     if persona is not None:
-        ctypes.CDLL(None, use_errno=True).personality(ctypes.c_ulong(persona))
+        _personality(persona)
 
 
 def save(
@@ -196,7 +194,10 @@ def _synced(path: Path) -> None:
 
 
 def fresh(folder: Path) -> None:
-    """Refuse to start a run in a folder that holds one: resuming it is the way on."""
+    """Refuse to start a run in a folder that holds one (resuming it is the way on), or in a path
+    that is not a folder."""
+    if folder.exists() and not folder.is_dir():
+        raise CheckpointError(f"{folder} is not a folder: name a folder for the checkpoints")
     if (folder / CHECKPOINT).exists():
         raise CheckpointError(f"{folder} holds a run already: resume it (--resume), or give another folder")
 
@@ -225,6 +226,14 @@ def load(folder: Path, signature: tuple[Any, ...]) -> tuple[Path, Saved]:
             f"with PYTHONHASHSEED={SEED} and no address randomisation; give the same seed)"
         )
     return folder / name, point
+
+
+def table_of(into: Path, point: Saved) -> FingerprintTable:
+    """The visited table a checkpoint saved."""
+    try:
+        return FingerprintTable.loaded(into / "keys", into / "indices", point.slots, point.size)
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(f"{into}: {exc}") from exc
 
 
 def arrays_of(into: Path, point: Saved) -> dict[str, array[int]]:

@@ -244,24 +244,24 @@ def search(
 
     def save_point(depth: int, source: Source) -> None:
         point = points.Saved(
-            signature,
-            points.hashing_probe(),
-            depth,
-            list(level_starts),
-            0,
-            0,
-            source.queued,
-            [],
-            result.transitions,
-            result.refused,
-            result.depth,
-            "" if result.complete else result.stopped,
-            result.coverage,
-            expander.reduced,
-            expander.blockers,
-            time.perf_counter() - started,
-            max(disk_peak, source.disk_peak),
-            resumes,
+            signature=signature,
+            hashing=points.hashing_probe(),
+            depth=depth,
+            level_starts=list(level_starts),
+            slots=0,  # (the table's and the parts' are filled in as they are written)
+            size=0,
+            queued=source.queued,
+            parts=[],
+            transitions=result.transitions,
+            refused=result.refused,
+            reached=result.depth,
+            beyond="" if result.complete else result.stopped,
+            coverage=result.coverage,
+            reduced=expander.reduced,
+            blockers=expander.blockers,
+            seconds=time.perf_counter() - started,
+            disk_peak=max(disk_peak, source.disk_peak),
+            resumed=resumes,
         )
         arrays = dict(zip(points.ARRAYS, (parents, positions, flags, first_edge, edges), strict=True))
         assert checkpoint is not None
@@ -284,7 +284,7 @@ def search(
         if resume:
             assert checkpoint is not None
             into, saved = points.load(checkpoint, signature)
-            table = FingerprintTable.loaded(into / "keys", into / "indices", saved.slots, saved.size)
+            table = points.table_of(into, saved)
             parents, positions, flags, first_edge, edges = points.arrays_of(into, saved).values()
             level_starts[:] = saved.level_starts
             result.transitions, result.refused, result.depth = saved.transitions, saved.refused, saved.reached

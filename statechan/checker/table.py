@@ -95,15 +95,12 @@ class FingerprintTable:
 
     @classmethod
     def loaded(cls, keys: Path, indices: Path, slots: int, size: int) -> FingerprintTable:
-        """The table :meth:`dump` wrote (a resumed search's)."""
-        table = cls(4)
-        table._keys, table._indices = array("Q"), array("q")
-        with open(keys, "rb") as stream:
-            table._keys.fromfile(stream, slots)
-        with open(indices, "rb") as stream:
-            table._indices.fromfile(stream, slots)
-        table._mask = slots - 1
-        table._limit = slots * 5 // 8
+        """The table :meth:`dump` wrote (a resumed search's); ValueError if a file is short."""
+        table = cls(slots)
+        for path, values in ((keys, table._keys), (indices, table._indices)):
+            with open(path, "rb") as stream:
+                if stream.readinto(values) != 8 * slots:
+                    raise ValueError(f"{path} holds fewer than the table's {slots:,} slots")
         table._size = size
         return table
 
