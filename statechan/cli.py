@@ -644,7 +644,7 @@ def check_command(
         raise typer.Exit(2)
     label = variant if model is None else f"{variant} with model {model}"
     console.print(f"checking {label} on {store.value}: {bounds.describe()} …", highlight=False)
-    _spark_options(
+    _search_options(
         spark,
         master,
         checkpoint,
@@ -833,7 +833,7 @@ def check_command(
     raise typer.Exit(1)
 
 
-def _spark_options(
+def _search_options(
     spark: bool,
     master: str | None,
     checkpoint: Path | None,
@@ -848,7 +848,7 @@ def _spark_options(
     measure_symmetry: bool,
     measure_por: bool,
 ) -> None:
-    """``statechan check``'s Spark options: exit 2 naming one that does not go with the others."""
+    """``statechan check``'s Spark and checkpoint options: exit 2 naming one that does not go with the others."""
     if checkpoint is not None and resume is not None and checkpoint != resume:
         _usage_error("--resume DIR goes on in DIR: give --checkpoint the same folder, or leave it out")
     if not spark:

@@ -188,3 +188,24 @@ def test_the_probe_tells_hash_seeds_apart() -> None:
     }
     assert seeds["0"] != seeds["1"]
     assert isinstance(hashing_probe()[0], int)
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["--graph", "g.dot"], "--graph"),
+        (["--verify-fingerprints"], "--verify-fingerprints"),
+        (["--swarm", "5"], "--swarm"),
+    ],
+)
+def test_checkpoint_options_that_do_not_go_with_the_compact_search_are_named(
+    extra: list[str], named: str, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from statechan.cli import app
+
+    done = CliRunner().invoke(app, ["check", "--checkpoint", str(tmp_path / "run"), *extra])
+    assert done.exit_code == 2
+    assert f"--checkpoint and --resume are the compact search's: not with {named}" in done.output
+    assert not (tmp_path / "run").exists()
